@@ -1,0 +1,46 @@
+"""HLO text ⇄ IR, and per-instruction cost.
+
+Public names::
+
+    parse_hlo(text) -> HloModule        load_hlo(path) -> HloModule
+    HloModule.to_text() -> str           HloParseError (a ValueError with .line, .column)
+    Shape, Layout, parse_shape           instruction_cost, module_cost, Cost
+"""
+
+from hlo_go.hlo.cost import Cost, computation_cost, instruction_cost, module_cost
+from hlo_go.hlo.ir import (
+    FrozenDict,
+    HloComputation,
+    HloInstruction,
+    HloModule,
+    StackFrameTable,
+    Unquoted,
+)
+from hlo_go.hlo.opcodes import ELEMENTWISE_OPCODES, OPCODE_ARITY, OPCODES, TRANSCENDENTAL_OPCODES
+from hlo_go.hlo.parser import HloParseError, load_hlo, parse_hlo
+from hlo_go.hlo.shape import Layout, Shape, ShapeSyntaxError, parse_shape, tuple_shape
+
+__all__ = [
+    "Cost",
+    "computation_cost",
+    "instruction_cost",
+    "module_cost",
+    "ELEMENTWISE_OPCODES",
+    "OPCODES",
+    "OPCODE_ARITY",
+    "TRANSCENDENTAL_OPCODES",
+    "FrozenDict",
+    "HloComputation",
+    "HloInstruction",
+    "HloModule",
+    "HloParseError",
+    "Layout",
+    "Shape",
+    "ShapeSyntaxError",
+    "StackFrameTable",
+    "Unquoted",
+    "load_hlo",
+    "parse_hlo",
+    "parse_shape",
+    "tuple_shape",
+]

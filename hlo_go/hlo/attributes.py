@@ -1,0 +1,116 @@
+"""Decoders for attribute values that HLO keeps as text.
+
+``HloInstruction.attributes`` holds values verbatim (``"{0,1}"``,
+``"{size=3x3 stride=2x2 pad=1_1x1_1}"``, ``"b01f_01io->b01f"``); these functions
+turn the common ones into numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import NamedTuple
+
+
+def int_list(value: str | None) -> tuple[int, ...]:
+    """``"{0,1}"`` → ``(0, 1)``; ``"{}"`` or None → ``()``."""
+    if value is None:
+        return ()
+    body = value.strip().strip("{}").strip()
+    return tuple(int(x) for x in body.split(",")) if body else ()
+
+
+def int_attr(value: str | None, default: int) -> int:
+    """An integer attribute such as ``feature_group_count=2``."""
+    return default if value is None else int(value)
+
+
+class WindowDim(NamedTuple):
+    """One dimension of a ``window={...}`` attribute."""
+
+    size: int = 1
+    stride: int = 1
+    pad_low: int = 0
+    pad_high: int = 0
+    lhs_dilate: int = 1
+    rhs_dilate: int = 1
+    reversal: bool = False
+
+
+def window(value: str | None) -> tuple[WindowDim, ...]:
+    """``"{size=3x3 stride=2x2 pad=1_1x1_1 rhs_dilate=2x2}"`` → one WindowDim per dimension."""
+    if value is None:
+        return ()
+    fields: dict[str, list[str]] = {}
+    for key, val in re.findall(r"(\w+)=(\S+)", value.strip().strip("{}")):
+        fields[key] = val.split("x")
+    rank = max((len(v) for v in fields.values()), default=0)
+
+    def ints(key: str, default: int) -> list[int]:
+        return [int(v) for v in fields[key]] if key in fields else [default] * rank
+
+    size, stride = ints("size", 1), ints("stride", 1)
+    lhs, rhs = ints("lhs_dilate", 1), ints("rhs_dilate", 1)
+    pads = [p.split("_") for p in fields["pad"]] if "pad" in fields else [["0", "0"]] * rank
+    rev = [v == "1" for v in fields["rhs_reversal"]] if "rhs_reversal" in fields else [False] * rank
+    return tuple(
+        WindowDim(size[i], stride[i], int(pads[i][0]), int(pads[i][1]), lhs[i], rhs[i], rev[i]) for i in range(rank)
+    )
+
+
+class ConvDims(NamedTuple):
+    """Convolution dimension numbers decoded from ``dim_labels``.
+
+    Spatial tuples are ordered by spatial index (the digits 0, 1, ... in the labels).
+    """
+
+    lhs_batch: int
+    lhs_feature: int
+    lhs_spatial: tuple[int, ...]
+    kernel_input_feature: int
+    kernel_output_feature: int
+    kernel_spatial: tuple[int, ...]
+    out_batch: int
+    out_feature: int
+    out_spatial: tuple[int, ...]
+
+
+def dim_labels(value: str) -> ConvDims:
+    """``"b01f_01io->b01f"`` → :class:`ConvDims`."""
+    m = re.fullmatch(r"([0-9bf?]+)_([0-9io?]+)->([0-9bf?]+)", value.strip())
+    if m is None:
+        raise ValueError(f"bad dim_labels {value!r}")
+    lhs, rhs, out = m.groups()
+
+    def spatial(labels: str) -> tuple[int, ...]:
+        digits = sorted((int(c), i) for i, c in enumerate(labels) if c.isdigit())
+        return tuple(i for _, i in digits)
+
+    return ConvDims(
+        lhs.index("b"), lhs.index("f"), spatial(lhs),
+        rhs.index("i"), rhs.index("o"), spatial(rhs),
+        out.index("b"), out.index("f"), spatial(out),
+    )  # fmt: skip
+
+
+def slice_ranges(value: str) -> tuple[tuple[int, int, int], ...]:
+    """``"{[0:2], [1:9:2]}"`` → ``((0, 2, 1), (1, 9, 2))`` as (start, limit, stride)."""
+    out = []
+    for part in re.findall(r"\[([^\]]*)\]", value):
+        nums = [int(x) for x in part.split(":")]
+        out.append((nums[0], nums[1], nums[2] if len(nums) > 2 else 1))
+    return tuple(out)
+
+
+def known_trip_count(backend_config: str | None) -> int | None:
+    """The ``known_trip_count`` a ``while``'s backend_config gives, if any."""
+    if not backend_config or "known_trip_count" not in backend_config:
+        return None
+    text = backend_config
+    if text.startswith('"'):
+        text = json.loads(text)
+    try:
+        n = json.loads(text)["known_trip_count"]["n"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return int(n)

@@ -1,0 +1,87 @@
+"""The one module that touches private jaxlib names.
+
+Everything in hlo-go that needs XLA's C++ HLO machinery goes through here, so a
+JAX upgrade that moves a private name touches this file only.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+from jaxlib import _hlo as _xla_hlo
+from jaxlib import _jax as _xla_jax
+
+
+def xla_parse(text: str) -> Any:
+    """Parses HLO text with XLA's own C++ parser.
+
+    Args:
+      text: HLO module text.
+
+    Returns:
+      A ``jaxlib._hlo.HloModule``.
+
+    Raises:
+      ValueError: XLA rejected the text (its message, with line:column).
+
+    Note: XLA's parser aborts the whole process on a few malformed inputs (for
+    example a parameter number out of range). Use :func:`xla_accepts` for text of
+    unknown quality.
+    """
+    try:
+        return _xla_hlo.hlo_module_from_text(text)
+    except Exception as e:  # XlaRuntimeError and friends
+        raise ValueError(str(e)) from None
+
+
+def xla_module_to_text(module: Any) -> str:
+    """Prints a ``jaxlib._hlo.HloModule`` as XLA prints it."""
+    return module.to_string()
+
+
+def xla_cost_analysis(text: str) -> dict[str, float]:
+    """XLA's HloCostAnalysis totals for a module given as HLO text (CPU client)."""
+    import jax.extend
+
+    client = jax.extend.backend.get_backend("cpu")
+    return dict(_xla_jax.hlo_module_cost_analysis(client, xla_parse(text)))
+
+
+_ACCEPTS_SCRIPT = """
+import sys
+from jaxlib import _hlo
+text = sys.stdin.read()
+try:
+    _hlo.hlo_module_from_text(text)
+except Exception as e:
+    sys.stdout.write("REJECT " + str(e))
+    sys.exit(0)
+sys.stdout.write("ACCEPT")
+"""
+
+
+def xla_accepts(text: str, *, timeout_s: float = 60.0) -> tuple[bool, str]:
+    """Asks XLA's parser, in a child process, whether it accepts ``text``.
+
+    XLA's parser can abort the process on some malformed inputs, so untrusted
+    text is parsed in a subprocess.
+
+    Returns:
+      ``(accepted, message)``; ``message`` is XLA's error text, or a note that
+      the parser crashed.
+    """
+    proc = subprocess.run(
+        [sys.executable, "-c", _ACCEPTS_SCRIPT],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+    if proc.stdout.startswith("ACCEPT"):
+        return True, ""
+    if proc.stdout.startswith("REJECT"):
+        return False, proc.stdout[len("REJECT ") :]
+    return False, f"XLA's parser crashed (exit code {proc.returncode}): {proc.stderr[-500:]}"
