@@ -18,9 +18,12 @@ from hlo_go.hlo.ir import (
 )
 from hlo_go.hlo.opcodes import ELEMENTWISE_OPCODES, OPCODE_ARITY, OPCODES, TRANSCENDENTAL_OPCODES
 from hlo_go.hlo.parser import HloParseError, load_hlo, parse_hlo
+from hlo_go.hlo.summary import ComputationSummary, summarize
 from hlo_go.hlo.shape import Layout, Shape, ShapeSyntaxError, parse_shape, tuple_shape
 
 __all__ = [
+    "ComputationSummary",
+    "summarize",
     "Cost",
     "computation_cost",
     "instruction_cost",

@@ -54,7 +54,8 @@ def window(value: str | None) -> tuple[WindowDim, ...]:
     pads = [p.split("_") for p in fields["pad"]] if "pad" in fields else [["0", "0"]] * rank
     rev = [v == "1" for v in fields["rhs_reversal"]] if "rhs_reversal" in fields else [False] * rank
     return tuple(
-        WindowDim(size[i], stride[i], int(pads[i][0]), int(pads[i][1]), lhs[i], rhs[i], rev[i]) for i in range(rank)
+        WindowDim(size[i], stride[i], int(pads[i][0]), int(pads[i][1]), lhs[i], rhs[i], rev[i])
+        for i in range(rank)
     )
 
 

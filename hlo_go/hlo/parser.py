@@ -86,7 +86,9 @@ def _balanced(depth: int) -> str:
 
 
 _GROUP = _balanced(6)
-_VALUE = rf"(?:[^(){{}}\[\]\"',\s]++|{_STR}|{_GROUP})++"
+# An attribute value: atoms, strings and groups up to the next top-level ',' or line
+# end. Spaces may separate parts (``mesh['x'=2] {'x'}``) but never end a value.
+_VALUE = rf"(?:[^(){{}}\[\]\"',\s]++|{_STR}|{_GROUP}|[ \t]++(?=[^\s,)}}\]]))++"
 
 _WS = re.compile(r"\s*")
 _ATTR = re.compile(rf"\s*,\s*({_NAME})=\s*({_VALUE})")
@@ -163,6 +165,19 @@ def _opener_may_be_in_string(text: str) -> bool:
                 return True
             i = text.find(opener, text.find("\n", i) + 1 if text.find("\n", i) >= 0 else len(text))
     return False
+
+
+def _arity(opcode: str) -> int | None:
+    """Operand count of ``opcode``; None if variadic, -1 if unknown. Besides XLA's opcodes
+    this accepts the async sugar ``X-start``/``X-update``/``X-done`` for any opcode X
+    (e.g. ``custom-call-start``), as XLA prints async-wrapped instructions."""
+    arity = OPCODE_ARITY.get(opcode, -1)
+    if arity != -1:
+        return arity
+    for suffix, sugar_arity in (("-start", None), ("-update", 1), ("-done", 1)):
+        if opcode.endswith(suffix) and opcode[: -len(suffix)] in OPCODE_ARITY:
+            return sugar_arity
+    return -1
 
 
 def unquote(literal: str) -> str:
@@ -430,7 +445,7 @@ class _Parser:
         if op is None:
             raise self.error(self.skip_ws(pos), "expected an opcode followed by '('")
         opcode = op.group(1)
-        arity = OPCODE_ARITY.get(opcode, -1)
+        arity = _arity(opcode)
         if arity == -1:
             raise self.error(op.start(1), f"unknown opcode {opcode!r}")
         pos = op.end()
@@ -481,7 +496,7 @@ class _Parser:
         shape = self.shape_cache.get(shape_text)
         if shape is None:
             shape, _ = self.parse_shape(m.start(3))
-        arity = OPCODE_ARITY.get(opcode, -1)
+        arity = _arity(opcode)
         if arity == -1:
             raise self.error(m.start(4), f"unknown opcode {opcode!r}")
         literal = parameter_number = None
@@ -505,7 +520,12 @@ class _Parser:
             raise self.error(m.start(4), f"{opcode} expects {arity} operands, got {len(operands)}")
         if not tail:
             return HloInstruction(name, opcode, shape, operands, EMPTY, EMPTY, None, None, (), literal, parameter_number)
-        pairs = _ATTR_ITEMS.findall(tail)
+        if self.text is not self.source and self.source[m.start(6) : m.end(6)] != tail:
+            tail = self.source[m.start(6) : m.end(6)]  # keep comments inside values verbatim
+            found = _ATTR_ITEMS.finditer(self.text, m.start(6), m.end(6))
+            pairs = [(a.group(1), self.source[a.start(2) : a.end(2)]) for a in found]
+        else:
+            pairs = _ATTR_ITEMS.findall(tail)
         attributes = dict(pairs)
         if len(attributes) != len(pairs):
             seen: set[str] = set()
@@ -593,7 +613,8 @@ class _Parser:
         while True:
             m = _ATTR.match(text, pos)
             if m is not None:
-                key, value, value_pos, pos = m.group(1), m.group(2), m.start(2), m.end()
+                key, value_pos, pos = m.group(1), m.start(2), m.end()
+                value = self.source[value_pos : m.end(2)]  # verbatim, comments included
             else:
                 start = _ATTR_START.match(text, pos)
                 if start is None:
@@ -601,8 +622,8 @@ class _Parser:
                         raise self.error(self.skip_ws(pos) + 1, "expected 'key=value' after ','")
                     return pos
                 key, value_pos = start.group(1), start.end()
-                end = self.scan_balanced(value_pos, ",\n\r\t }")
-                value = text[value_pos:end]
+                end = self.scan_balanced(value_pos, ",\n\r}")
+                value = self.source[value_pos:end].rstrip()
                 if not value:
                     raise self.error(value_pos, f"missing value for attribute {key!r}")
                 pos = end

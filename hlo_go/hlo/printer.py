@@ -5,16 +5,25 @@ from __future__ import annotations
 import re
 
 from hlo_go.hlo.ir import HloComputation, HloInstruction, HloModule, MetadataValue, Unquoted
+from hlo_go.hlo.shape import join_indexed
 
-_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-_NEEDS_ESCAPE = re.compile(r'[\\"\n\r\t\x00-\x1f\x7f]')
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "'": "\\'", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+# What XLA's printer (absl::CEscape) escapes: quotes, backslash, control and non-ASCII bytes.
+_NEEDS_ESCAPE = re.compile(r"[\\\"'\x00-\x1f\x7f-\U0010ffff]")
+
+
+def _escape(char: str) -> str:
+    known = _ESCAPES.get(char)
+    if known is not None:
+        return known
+    return "".join(f"\\{byte:03o}" for byte in char.encode("utf-8"))
 
 
 def quote(text: str) -> str:
-    """``text`` as a double-quoted, C-escaped HLO string literal."""
+    """``text`` as a double-quoted HLO string literal, escaped as XLA escapes it."""
     if _NEEDS_ESCAPE.search(text) is None:
         return '"' + text + '"'
-    return '"' + _NEEDS_ESCAPE.sub(lambda m: _ESCAPES.get(m.group(), f"\\{ord(m.group()):03o}"), text) + '"'
+    return '"' + _NEEDS_ESCAPE.sub(lambda m: _escape(m.group()), text) + '"'
 
 
 def metadata_value_to_text(value: MetadataValue) -> str:
@@ -34,7 +43,7 @@ def instruction_to_text(instr: HloInstruction, *, is_root: bool = False) -> str:
     elif instr.parameter_number is not None:
         args = str(instr.parameter_number)
     else:
-        args = ", ".join("%" + o for o in instr.operands)
+        args = join_indexed(["%" + o for o in instr.operands])
     parts = [f"{'ROOT ' if is_root else ''}%{instr.name} = {instr.shape.to_text()} {instr.opcode}({args})"]
     parts.extend(f"{k}={v}" for k, v in instr.attributes.items())
     if instr.sharding is not None:
@@ -84,10 +93,15 @@ def _table_text(module: HloModule) -> list[str]:
 
 
 def module_to_text(module: HloModule) -> str:
-    """The whole module: header, source-location tables, computations (entry marked)."""
+    """The whole module: header, source-location tables, computations (entry marked),
+    laid out as XLA lays it out."""
     header = f"HloModule {module.name}"
     if module.attributes:
         header += ", " + ", ".join(f"{k}={v}" for k, v in module.attributes.items())
-    blocks = [header, *_table_text(module)]
-    blocks.extend(c.to_text(is_entry=c.name == module.entry_name) for c in module.computations.values())
-    return "\n\n".join(blocks) + "\n"
+    parts = [header + "\n\n"]
+    tables = _table_text(module)
+    if tables:
+        parts.extend(block + "\n\n" for block in tables)
+        parts.append("\n")
+    parts.extend(c.to_text(is_entry=c.name == module.entry_name) + "\n\n" for c in module.computations.values())
+    return "".join(parts)

@@ -1,5 +1,22 @@
-"""Bridges to XLA: compiling, parsing and costing HLO with XLA's own code."""
+"""Bridges to XLA: compiling, parsing, running and costing HLO with XLA's own code."""
 
-from hlo_go.xla._jaxlib import xla_accepts, xla_cost_analysis, xla_module_to_text, xla_parse
+from hlo_go.xla._jaxlib import (
+    compile_hlo_text,
+    run_executable,
+    xla_accepts,
+    xla_cost_analysis,
+    xla_module_to_text,
+    xla_parse,
+)
+from hlo_go.xla.inputs import random_array, random_inputs
 
-__all__ = ["xla_accepts", "xla_cost_analysis", "xla_module_to_text", "xla_parse"]
+__all__ = [
+    "compile_hlo_text",
+    "random_array",
+    "random_inputs",
+    "run_executable",
+    "xla_accepts",
+    "xla_cost_analysis",
+    "xla_module_to_text",
+    "xla_parse",
+]

@@ -85,3 +85,39 @@ def xla_accepts(text: str, *, timeout_s: float = 60.0) -> tuple[bool, str]:
     if proc.stdout.startswith("REJECT"):
         return False, proc.stdout[len("REJECT ") :]
     return False, f"XLA's parser crashed (exit code {proc.returncode}): {proc.stderr[-500:]}"
+
+
+def compile_hlo_text(
+    text: str, *, device: Any = None, compiler_options: dict[str, Any] | None = None
+) -> Any:
+    """Compiles HLO text for one CPU device: HLO → proto → StableHLO → executable.
+
+    Args:
+      text: HLO module text (single-device: ``num_partitions`` and replicas of 1).
+      device: the jax device to compile for (default: the first CPU device).
+      compiler_options: XLA debug options, e.g. ``{"xla_disable_hlo_passes": "fusion"}``.
+
+    Returns:
+      A loaded executable; run it with :func:`run_executable`.
+    """
+    import jax.extend
+
+    module = xla_parse(text)
+    mlir = jax.extend.mlir.hlo_to_stablehlo(module.as_serialized_hlo_module_proto())
+    backend = jax.extend.backend.get_backend("cpu")
+    options = jax.extend.backend.get_compile_options(num_replicas=1, num_partitions=1)
+    if compiler_options:
+        options.env_option_overrides = list(compiler_options.items())
+    target = device if device is not None else backend.local_devices()[0]
+    return backend.compile_and_load(mlir, _xla_jax.DeviceList((target,)), options)
+
+
+def run_executable(executable: Any, args: list[Any]) -> list[Any]:
+    """Runs a loaded single-device executable on host arrays; returns numpy outputs
+    (tuple results flattened)."""
+    import jax
+    import numpy as np
+
+    device = executable.local_devices()[0]
+    buffers = [jax.device_put(a, device) for a in args]
+    return [np.asarray(out) for out in executable.execute(buffers)]
