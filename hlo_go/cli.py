@@ -1,7 +1,7 @@
 """The ``hlo-go`` command.
 
-    hlo-go summarize [FILE]       parse an HLO module and print a per-computation table
-    hlo-go roundtrip FILE...      parse, print, and check XLA accepts the printed text
+hlo-go summarize [FILE]       parse an HLO module and print a per-computation table
+hlo-go roundtrip FILE...      parse, print, and check XLA accepts the printed text
 """
 
 from __future__ import annotations
@@ -46,7 +46,13 @@ def cmd_summarize(args: argparse.Namespace, console: Console) -> int:
             "instructions": module.instruction_count,
             "totals": total._asdict(),
             "computations": [
-                {"name": r.name, "entry": r.is_entry, "instructions": r.instructions, **r.cost._asdict()} for r in rows
+                {
+                    "name": r.name,
+                    "entry": r.is_entry,
+                    "instructions": r.instructions,
+                    **r.cost._asdict(),
+                }
+                for r in rows
             ],
         }
         console.print_json(json.dumps(out))
@@ -56,8 +62,18 @@ def cmd_summarize(args: argparse.Namespace, console: Console) -> int:
         f"{module.instruction_count} instructions, parsed in {seconds * 1e3:.1f} ms"
     )
     table = Table(title="Per computation (costs by XLA's HloCostAnalysis rules, callees included)")
-    for column in ("computation", "instructions", "top opcodes", "flops", "transcendentals", "bytes read", "bytes written"):
-        table.add_column(column, justify="left" if column in ("computation", "top opcodes") else "right")
+    for column in (
+        "computation",
+        "instructions",
+        "top opcodes",
+        "flops",
+        "transcendentals",
+        "bytes read",
+        "bytes written",
+    ):
+        table.add_column(
+            column, justify="left" if column in ("computation", "top opcodes") else "right"
+        )
     shown = sorted(rows, key=lambda r: (not r.is_entry, -r.cost.flops, r.name))[: args.limit]
     for r in shown:
         name = f"[bold]ENTRY {r.name}[/bold]" if r.is_entry else r.name
@@ -89,19 +105,27 @@ def cmd_roundtrip(args: argparse.Namespace, console: Console) -> int:
         ok = same and accepted
         failures += not ok
         status = "[green]ok[/green]" if ok else "[red]FAIL[/red]"
-        console.print(f"{status} {path}: reparse equal={same}, XLA accepts={accepted} {message[:200]}")
+        console.print(
+            f"{status} {path}: reparse equal={same}, XLA accepts={accepted} {message[:200]}"
+        )
     return 1 if failures else 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hlo-go", description="Learned graph optimization for XLA HLO.")
+    parser = argparse.ArgumentParser(
+        prog="hlo-go", description="Learned graph optimization for XLA HLO."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("summarize", help="parse an HLO module and summarize each computation")
-    p.add_argument("file", nargs="?", help="HLO text file (.hlo or .hlo.gz); default: the bundled example")
+    p.add_argument(
+        "file", nargs="?", help="HLO text file (.hlo or .hlo.gz); default: the bundled example"
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--limit", type=int, default=15, help="most rows to show (default 15)")
     p.set_defaults(func=cmd_summarize)
-    p = sub.add_parser("roundtrip", help="parse, print and check that XLA's parser accepts the printed text")
+    p = sub.add_parser(
+        "roundtrip", help="parse, print and check that XLA's parser accepts the printed text"
+    )
     p.add_argument("files", nargs="+")
     p.set_defaults(func=cmd_roundtrip)
     return parser

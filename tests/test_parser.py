@@ -180,7 +180,9 @@ def test_comments_multiline_instructions_and_operand_shapes() -> None:
 
 
 def test_module_without_header_and_entry_marker() -> None:
-    module = parse_hlo("c {\n ROOT k = f32[] constant(1)\n}\nlast {\n ROOT k = f32[] constant(2)\n}\n")
+    module = parse_hlo(
+        "c {\n ROOT k = f32[] constant(1)\n}\nlast {\n ROOT k = f32[] constant(2)\n}\n"
+    )
     assert module.entry_name == "last"
     assert parse_hlo(module.to_text()) == module
 
@@ -197,7 +199,7 @@ def test_stack_frame_tables_are_decoded() -> None:
 
 
 def test_instructions_are_immutable() -> None:
-    module = parse_hlo("ENTRY e {\n ROOT k = f32[] constant(1), metadata={op_name=\"k\"}\n}\n")
+    module = parse_hlo('ENTRY e {\n ROOT k = f32[] constant(1), metadata={op_name="k"}\n}\n')
     instr = module.entry.root
     with pytest.raises(AttributeError):
         instr.name = "other"  # type: ignore[misc]

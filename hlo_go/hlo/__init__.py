@@ -18,20 +18,16 @@ from hlo_go.hlo.ir import (
 )
 from hlo_go.hlo.opcodes import ELEMENTWISE_OPCODES, OPCODE_ARITY, OPCODES, TRANSCENDENTAL_OPCODES
 from hlo_go.hlo.parser import HloParseError, load_hlo, parse_hlo
-from hlo_go.hlo.summary import ComputationSummary, summarize
 from hlo_go.hlo.shape import Layout, Shape, ShapeSyntaxError, parse_shape, tuple_shape
+from hlo_go.hlo.summary import ComputationSummary, summarize
 
 __all__ = [
-    "ComputationSummary",
-    "summarize",
-    "Cost",
-    "computation_cost",
-    "instruction_cost",
-    "module_cost",
     "ELEMENTWISE_OPCODES",
     "OPCODES",
     "OPCODE_ARITY",
     "TRANSCENDENTAL_OPCODES",
+    "ComputationSummary",
+    "Cost",
     "FrozenDict",
     "HloComputation",
     "HloInstruction",
@@ -42,8 +38,12 @@ __all__ = [
     "ShapeSyntaxError",
     "StackFrameTable",
     "Unquoted",
+    "computation_cost",
+    "instruction_cost",
     "load_hlo",
+    "module_cost",
     "parse_hlo",
     "parse_shape",
+    "summarize",
     "tuple_shape",
 ]

@@ -180,7 +180,9 @@ class StackFrameTable:
     stack_frames: tuple[Mapping[str, int], ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.file_names or self.function_names or self.file_locations or self.stack_frames)
+        return bool(
+            self.file_names or self.function_names or self.file_locations or self.stack_frames
+        )
 
     def frames(self, stack_frame_id: int) -> list[tuple[str, str, int]]:
         """(file, function, line) from innermost to outermost for a stack frame id."""

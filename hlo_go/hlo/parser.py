@@ -53,7 +53,9 @@ class HloParseError(ValueError):
       reason: the message without the location and excerpt.
     """
 
-    def __init__(self, reason: str, *, line: int, column: int, source_line: str, filename: str | None) -> None:
+    def __init__(
+        self, reason: str, *, line: int, column: int, source_line: str, filename: str | None
+    ) -> None:
         self.line = line
         self.column = column
         self.filename = filename
@@ -180,12 +182,24 @@ def _arity(opcode: str) -> int | None:
     return -1
 
 
+_VALID_ESCAPES = re.compile(r"\\(?:[nrtabfv\\'\"?]|[0-7]{1,3}|x[0-9a-fA-F]{1,2})")
+
+
 def unquote(literal: str) -> str:
-    """The value of a quoted HLO string literal (C escapes decoded)."""
+    """The value of a quoted HLO string literal (C escapes decoded).
+
+    Raises:
+      ValueError: an escape C does not know, or bytes that are not UTF-8.
+    """
     body = literal[1:-1]
     if "\\" not in body:
         return body
-    return codecs.escape_decode(body.encode("utf-8"))[0].decode("utf-8")
+    if _VALID_ESCAPES.sub("", body).count("\\"):
+        raise ValueError(f"invalid escape sequence in string {literal}")
+    try:
+        return codecs.escape_decode(body.encode("utf-8"))[0].decode("utf-8")
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ValueError(f"bad string {literal}: {e}") from None
 
 
 # ---------------------------------------------------------------------------
@@ -237,7 +251,9 @@ class _Parser:
             name = m.group(1)
             pos = self.parse_attributes(m.end(), attributes, what="module")
         elif text.lstrip().startswith("HloModule"):
-            raise self.error(self.skip_ws(0) + len("HloModule"), "expected a module name after 'HloModule'")
+            raise self.error(
+                self.skip_ws(0) + len("HloModule"), "expected a module name after 'HloModule'"
+            )
         tables, pos = self.parse_tables(pos)
         entry_name: str | None = None
         last_name: str | None = None
@@ -249,7 +265,9 @@ class _Parser:
             comp, is_entry, pos = self.parse_computation(pos)
             if is_entry:
                 if entry_name is not None:
-                    raise self.error(start, f"expects only one ENTRY computation (already have {entry_name!r})")
+                    raise self.error(
+                        start, f"expects only one ENTRY computation (already have {entry_name!r})"
+                    )
                 entry_name = comp.name
             last_name = comp.name
         if last_name is None:
@@ -275,12 +293,16 @@ class _Parser:
                 raise self.error(m.start(1), f"table {keyword} appears twice")
             pos = m.end()
             rows: list = []
-            row_re = _TABLE_STRING_ROW if keyword in ("FileNames", "FunctionNames") else _TABLE_MAP_ROW
+            row_re = (
+                _TABLE_STRING_ROW if keyword in ("FileNames", "FunctionNames") else _TABLE_MAP_ROW
+            )
             while (r := row_re.match(text, pos)) is not None:
                 if int(r.group(1)) != len(rows) + 1:
-                    raise self.error(r.start(1), f"{keyword} ids must count up from 1; expected {len(rows) + 1}")
+                    raise self.error(
+                        r.start(1), f"{keyword} ids must count up from 1; expected {len(rows) + 1}"
+                    )
                 if row_re is _TABLE_STRING_ROW:
-                    rows.append(unquote(r.group(2)))
+                    rows.append(self.unquote_at(r.group(2), r.start(2)))
                 else:
                     rows.append(self.parse_int_map(r.group(2), r.start(2)))
                 pos = r.end()
@@ -340,11 +362,15 @@ class _Parser:
                     at = self.skip_ws(pos)
                     if at >= len(text):
                         raise self.error(at, f"computation {name!r} is missing its closing '}}'")
-                    raise self.error(at, "expected an instruction ('name = shape opcode(operands)') or '}'")
+                    raise self.error(
+                        at, "expected an instruction ('name = shape opcode(operands)') or '}'"
+                    )
                 instr, pos = self.parse_instruction(head, positions)
             if head.group(1) is not None:
                 if root_name is not None:
-                    raise self.error(head.start(1), f"computation {name!r} has two ROOT instructions")
+                    raise self.error(
+                        head.start(1), f"computation {name!r} has two ROOT instructions"
+                    )
                 root_name = instr.name
             positions[instr.name] = head.start(2)
             instructions.append(instr)
@@ -353,7 +379,7 @@ class _Parser:
         execution_thread = None
         t = _EXEC_THREAD.match(text, pos)
         if t is not None:
-            execution_thread = unquote(t.group(1))
+            execution_thread = self.unquote_at(t.group(1), t.start(1))
             pos = t.end()
         self.check_parameters(name, instructions, positions)
         self.check_control_predecessors(instructions, positions)
@@ -379,7 +405,9 @@ class _Parser:
             while True:
                 p = _SIG_PARAM.match(text, pos)
                 if p is None:
-                    raise self.error(self.skip_ws(pos), "expected 'name: shape' in computation signature")
+                    raise self.error(
+                        self.skip_ws(pos), "expected 'name: shape' in computation signature"
+                    )
                 _, pos = self.parse_shape(p.end())
                 pos = self.skip_ws(pos)
                 if text.startswith(",", pos):
@@ -391,26 +419,41 @@ class _Parser:
                 raise self.error(pos, "expected ',' or ')' in computation signature")
         a = _ARROW.match(text, pos)
         if a is None:
-            raise self.error(self.skip_ws(pos), "expected '->' and the result shape in computation signature")
+            raise self.error(
+                self.skip_ws(pos), "expected '->' and the result shape in computation signature"
+            )
         _, pos = self.parse_shape(a.end())
         return pos
 
-    def check_parameters(self, comp: str, instructions: list[HloInstruction], positions: dict[str, int]) -> None:
+    def check_parameters(
+        self, comp: str, instructions: list[HloInstruction], positions: dict[str, int]
+    ) -> None:
         params = [i for i in instructions if i.opcode == "parameter"]
         seen: set[int] = set()
         for p in params:
             number = p.parameter_number
             assert number is not None
             if number in seen or number >= len(params):
-                reason = "is used twice" if number in seen else f"is out of range: {len(params)} parameters"
-                raise self.error(positions[p.name], f"parameter number {number} in {comp!r} {reason}")
+                reason = (
+                    "is used twice"
+                    if number in seen
+                    else f"is out of range: {len(params)} parameters"
+                )
+                raise self.error(
+                    positions[p.name], f"parameter number {number} in {comp!r} {reason}"
+                )
             seen.add(number)
 
-    def check_control_predecessors(self, instructions: list[HloInstruction], positions: dict[str, int]) -> None:
+    def check_control_predecessors(
+        self, instructions: list[HloInstruction], positions: dict[str, int]
+    ) -> None:
         for instr in instructions:
             for pred in instr.control_predecessors:
                 if pred not in positions:
-                    raise self.error(positions[instr.name], f"control predecessor {pred!r} of {instr.name!r} is not defined")
+                    raise self.error(
+                        positions[instr.name],
+                        f"control predecessor {pred!r} of {instr.name!r} is not defined",
+                    )
 
     # -- instructions -------------------------------------------------------
 
@@ -435,7 +478,9 @@ class _Parser:
         except ShapeSyntaxError as e:
             raise self.error(e.offset, str(e)) from None
 
-    def parse_instruction(self, head: re.Match[str], defined: dict[str, int]) -> tuple[HloInstruction, int]:
+    def parse_instruction(
+        self, head: re.Match[str], defined: dict[str, int]
+    ) -> tuple[HloInstruction, int]:
         text = self.text
         name = head.group(2)
         if name in defined:
@@ -456,7 +501,9 @@ class _Parser:
         if opcode == "parameter":
             p = _PARAM_NUMBER.match(text, pos)
             if p is None:
-                raise self.error(self.skip_ws(pos), "expected a parameter number, e.g. parameter(0)")
+                raise self.error(
+                    self.skip_ws(pos), "expected a parameter number, e.g. parameter(0)"
+                )
             parameter_number = int(p.group(1))
             pos = p.end()
         elif opcode == "constant":
@@ -480,13 +527,18 @@ class _Parser:
             for operand in operands:
                 if operand not in defined:
                     at = text.find(operand, start)
-                    raise self.error(at if at >= 0 else start, f"operand {operand!r} of {name!r} is not defined before it")
+                    raise self.error(
+                        at if at >= 0 else start,
+                        f"operand {operand!r} of {name!r} is not defined before it",
+                    )
             if arity is not None and len(operands) != arity:
                 raise self.error(start, f"{opcode} expects {arity} operands, got {len(operands)}")
 
         attributes: dict[str, str] = {}
         pos = self.parse_attributes(pos, attributes, what=name)
-        return self.make_instruction(name, opcode, shape, operands, attributes, pos, literal, parameter_number), pos
+        return self.make_instruction(
+            name, opcode, shape, operands, attributes, pos, literal, parameter_number
+        ), pos
 
     def build_fast(self, m: re.Match[str], defined: dict[str, int]) -> HloInstruction:
         """An instruction from one ``_FAST_INSTR`` match (plain operand names)."""
@@ -504,22 +556,41 @@ class _Parser:
         if opcode in _LITERAL_OPCODES:
             if opcode == "parameter":
                 if ops is None or not ops.isdigit():
-                    raise self.error(m.start(5) if ops else m.end(4) + 1, "expected a parameter number, e.g. parameter(0)")
+                    raise self.error(
+                        m.start(5) if ops else m.end(4) + 1,
+                        "expected a parameter number, e.g. parameter(0)",
+                    )
                 parameter_number = int(ops)
             else:
                 if ops is None or _LITERAL.fullmatch(ops) is None:
-                    raise self.error(m.start(5) if ops else m.end(4) + 1, "malformed constant literal")
+                    raise self.error(
+                        m.start(5) if ops else m.end(4) + 1, "malformed constant literal"
+                    )
                 literal = ops
         elif ops:
             operands = tuple(_NAMES.findall(ops))
             for operand in operands:
                 if operand not in defined:
                     at = self.text.find(operand, m.start(5))
-                    raise self.error(at, f"operand {operand!r} of {name!r} is not defined before it")
+                    raise self.error(
+                        at, f"operand {operand!r} of {name!r} is not defined before it"
+                    )
         if arity is not None and len(operands) != arity:
             raise self.error(m.start(4), f"{opcode} expects {arity} operands, got {len(operands)}")
         if not tail:
-            return HloInstruction(name, opcode, shape, operands, EMPTY, EMPTY, None, None, (), literal, parameter_number)
+            return HloInstruction(
+                name,
+                opcode,
+                shape,
+                operands,
+                EMPTY,
+                EMPTY,
+                None,
+                None,
+                (),
+                literal,
+                parameter_number,
+            )
         if self.text is not self.source and self.source[m.start(6) : m.end(6)] != tail:
             tail = self.source[m.start(6) : m.end(6)]  # keep comments inside values verbatim
             found = _ATTR_ITEMS.finditer(self.text, m.start(6), m.end(6))
@@ -531,12 +602,17 @@ class _Parser:
             seen: set[str] = set()
             for key, _ in pairs:
                 if key in seen:
-                    raise self.error(self.text.find(key + "=", m.start(6)), f"attribute {key!r} of {name!r} is given twice")
+                    raise self.error(
+                        self.text.find(key + "=", m.start(6)),
+                        f"attribute {key!r} of {name!r} is given twice",
+                    )
                 seen.add(key)
         if not _COMPUTATION_ATTRIBUTE_SET.isdisjoint(attributes):
             for key in _COMPUTATION_ATTRIBUTE_SET.intersection(attributes):
                 self.check_callees(attributes[key], m.start(6))
-        return self.make_instruction(name, opcode, shape, operands, attributes, m.end(), literal, parameter_number)
+        return self.make_instruction(
+            name, opcode, shape, operands, attributes, m.end(), literal, parameter_number
+        )
 
     def check_callees(self, value: str, search_from: int) -> None:
         for callee in computation_names(value):
@@ -590,7 +666,7 @@ class _Parser:
         while True:
             pos = self.skip_ws(pos)
             m = re.compile(rf"%?({_NAME})").match(text, pos)
-            if m is not None and text.startswith("[", m.end()) or text.startswith("(", pos):
+            if (m is not None and text.startswith("[", m.end())) or text.startswith("(", pos):
                 _, pos = self.parse_shape(pos)
                 pos = self.skip_ws(pos)
                 m = re.compile(rf"%?({_NAME})").match(text, pos)
@@ -628,7 +704,9 @@ class _Parser:
                     raise self.error(value_pos, f"missing value for attribute {key!r}")
                 pos = end
             if key in out:
-                raise self.error(value_pos - len(key) - 1, f"attribute {key!r} of {what!r} is given twice")
+                raise self.error(
+                    value_pos - len(key) - 1, f"attribute {key!r} of {what!r} is given twice"
+                )
             if key in _COMPUTATION_ATTRIBUTE_SET:
                 self.check_callees(value, value_pos)
             out[key] = value
@@ -651,7 +729,7 @@ class _Parser:
         items: dict[str, MetadataValue] = {}
         for key, raw in _META_ITEMS.findall(body):
             if raw[0] in "\"'":
-                items[key] = unquote(raw)
+                items[key] = self.unquote_at(raw, self.locate(value, pos))
             elif _INT.fullmatch(raw):
                 items[key] = int(raw)
             elif raw in ("true", "false"):
@@ -659,6 +737,12 @@ class _Parser:
             else:
                 items[key] = Unquoted(raw)
         return FrozenDict(items)
+
+    def unquote_at(self, literal: str, pos: int) -> str:
+        try:
+            return unquote(literal)
+        except ValueError as e:
+            raise self.error(pos, str(e)) from None
 
     def locate(self, value: str, before: int) -> int:
         """Offset of an attribute value that ends before ``before`` (for error messages)."""
@@ -730,5 +814,7 @@ def load_hlo(path: str | os.PathLike[str]) -> HloModule:
         with opener(p, "rt", encoding="utf-8") as f:  # type: ignore[operator]
             text = f.read()  # type: ignore[attr-defined]
     except UnicodeDecodeError as e:
-        raise HloParseError(f"not UTF-8 text: {e}", line=1, column=1, source_line="", filename=str(p)) from None
+        raise HloParseError(
+            f"not UTF-8 text: {e}", line=1, column=1, source_line="", filename=str(p)
+        ) from None
     return parse_hlo(text, filename=str(p))

@@ -44,12 +44,16 @@ def instruction_to_text(instr: HloInstruction, *, is_root: bool = False) -> str:
         args = str(instr.parameter_number)
     else:
         args = join_indexed(["%" + o for o in instr.operands])
-    parts = [f"{'ROOT ' if is_root else ''}%{instr.name} = {instr.shape.to_text()} {instr.opcode}({args})"]
+    parts = [
+        f"{'ROOT ' if is_root else ''}%{instr.name} = {instr.shape.to_text()} {instr.opcode}({args})"
+    ]
     parts.extend(f"{k}={v}" for k, v in instr.attributes.items())
     if instr.sharding is not None:
         parts.append(f"sharding={instr.sharding}")
     if instr.control_predecessors:
-        parts.append("control-predecessors={" + ", ".join("%" + c for c in instr.control_predecessors) + "}")
+        parts.append(
+            "control-predecessors={" + ", ".join("%" + c for c in instr.control_predecessors) + "}"
+        )
     if instr.metadata:
         items = " ".join(f"{k}={metadata_value_to_text(v)}" for k, v in instr.metadata.items())
         parts.append("metadata={" + items + "}")
@@ -78,15 +82,22 @@ def _table_text(module: HloModule) -> list[str]:
         return []
     blocks: list[str] = []
     if table.file_names:
-        blocks.append("FileNames\n" + "\n".join(f"{i} {quote(n)}" for i, n in enumerate(table.file_names, 1)))
+        blocks.append(
+            "FileNames\n" + "\n".join(f"{i} {quote(n)}" for i, n in enumerate(table.file_names, 1))
+        )
     if table.function_names:
         blocks.append(
-            "FunctionNames\n" + "\n".join(f"{i} {quote(n)}" for i, n in enumerate(table.function_names, 1))
+            "FunctionNames\n"
+            + "\n".join(f"{i} {quote(n)}" for i, n in enumerate(table.function_names, 1))
         )
-    for title, rows in (("FileLocations", table.file_locations), ("StackFrames", table.stack_frames)):
+    for title, rows in (
+        ("FileLocations", table.file_locations),
+        ("StackFrames", table.stack_frames),
+    ):
         if rows:
             body = "\n".join(
-                f"{i} {{" + " ".join(f"{k}={v}" for k, v in row.items()) + "}" for i, row in enumerate(rows, 1)
+                f"{i} {{" + " ".join(f"{k}={v}" for k, v in row.items()) + "}"
+                for i, row in enumerate(rows, 1)
             )
             blocks.append(f"{title}\n{body}")
     return blocks
@@ -103,5 +114,8 @@ def module_to_text(module: HloModule) -> str:
     if tables:
         parts.extend(block + "\n\n" for block in tables)
         parts.append("\n")
-    parts.extend(c.to_text(is_entry=c.name == module.entry_name) + "\n\n" for c in module.computations.values())
+    parts.extend(
+        c.to_text(is_entry=c.name == module.entry_name) + "\n\n"
+        for c in module.computations.values()
+    )
     return "".join(parts)

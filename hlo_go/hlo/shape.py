@@ -162,7 +162,10 @@ class Shape:
         """The shape as XLA writes it (``layout=False`` drops layouts)."""
         if self.is_tuple:
             return "(" + join_indexed([s.to_text(layout=layout) for s in self.tuple_shapes]) + ")"
-        dims = ",".join(_dim_text(d, dyn) for d, dyn in zip(self.dims, self.dynamic or (False,) * len(self.dims), strict=True))
+        dims = ",".join(
+            _dim_text(d, dyn)
+            for d, dyn in zip(self.dims, self.dynamic or (False,) * len(self.dims), strict=True)
+        )
         text = f"{self.dtype}[{dims}]"
         if layout and self.layout is not None:
             text += self.layout.to_text()
@@ -174,7 +177,9 @@ class Shape:
 
 def join_indexed(items: list[str]) -> str:
     """Comma-joins list items the way XLA prints long lists: ``/*index=5*/`` before every fifth."""
-    return ", ".join(f"/*index={i}*/{item}" if i and i % 5 == 0 else item for i, item in enumerate(items))
+    return ", ".join(
+        f"/*index={i}*/{item}" if i and i % 5 == 0 else item for i, item in enumerate(items)
+    )
 
 
 def _dim_text(size: int, dynamic: bool) -> str:

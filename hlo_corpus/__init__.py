@@ -1,0 +1,1 @@
+"""Workload generators and stored HLO modules (filled in by the corpus issue)."""
