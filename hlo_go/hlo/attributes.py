@@ -13,7 +13,15 @@ from typing import NamedTuple
 
 
 def int_list(value: str | None) -> tuple[int, ...]:
-    """``"{0,1}"`` → ``(0, 1)``; ``"{}"`` or None → ``()``."""
+    """Decodes an integer list attribute.
+
+    Args:
+      value: attribute text such as ``"{0,1}"`` (``dimensions=``,
+        ``lhs_contracting_dims=``, ...), or None when the attribute is absent.
+
+    Returns:
+      The integers, e.g. ``(0, 1)``; ``()`` for ``"{}"`` or None.
+    """
     if value is None:
         return ()
     body = value.strip().strip("{}").strip()
@@ -21,7 +29,15 @@ def int_list(value: str | None) -> tuple[int, ...]:
 
 
 def int_attr(value: str | None, default: int) -> int:
-    """An integer attribute such as ``feature_group_count=2``."""
+    """Decodes an integer attribute such as ``feature_group_count=2``.
+
+    Args:
+      value: the attribute text, or None when absent.
+      default: what an absent attribute means.
+
+    Returns:
+      The integer.
+    """
     return default if value is None else int(value)
 
 
@@ -38,7 +54,16 @@ class WindowDim(NamedTuple):
 
 
 def window(value: str | None) -> tuple[WindowDim, ...]:
-    """``"{size=3x3 stride=2x2 pad=1_1x1_1 rhs_dilate=2x2}"`` → one WindowDim per dimension."""
+    """Decodes a ``window={...}`` attribute.
+
+    Args:
+      value: text such as ``"{size=3x3 stride=2x2 pad=1_1x1_1 rhs_dilate=2x2}"``
+        (fields: size, stride, pad, lhs_dilate, rhs_dilate, rhs_reversal), or None.
+
+    Returns:
+      One :class:`WindowDim` per window dimension (missing fields take their
+      defaults); ``()`` for None or ``"{}"``.
+    """
     if value is None:
         return ()
     fields: dict[str, list[str]] = {}
@@ -77,7 +102,19 @@ class ConvDims(NamedTuple):
 
 
 def dim_labels(value: str) -> ConvDims:
-    """``"b01f_01io->b01f"`` → :class:`ConvDims`."""
+    """Decodes a convolution's ``dim_labels`` attribute.
+
+    Args:
+      value: text such as ``"b01f_01io->b01f"``: input, kernel and output labels,
+        where b is batch, f feature, i/o kernel input/output feature and digits
+        the spatial dimensions.
+
+    Returns:
+      The :class:`ConvDims`.
+
+    Raises:
+      ValueError: the text is not of that form.
+    """
     m = re.fullmatch(r"([0-9bf?]+)_([0-9io?]+)->([0-9bf?]+)", value.strip())
     if m is None:
         raise ValueError(f"bad dim_labels {value!r}")
@@ -95,7 +132,14 @@ def dim_labels(value: str) -> ConvDims:
 
 
 def slice_ranges(value: str) -> tuple[tuple[int, int, int], ...]:
-    """``"{[0:2], [1:9:2]}"`` → ``((0, 2, 1), (1, 9, 2))`` as (start, limit, stride)."""
+    """Decodes a ``slice={...}`` attribute.
+
+    Args:
+      value: text such as ``"{[0:2], [1:9:2]}"``.
+
+    Returns:
+      ``(start, limit, stride)`` per dimension, e.g. ``((0, 2, 1), (1, 9, 2))``.
+    """
     out = []
     for part in re.findall(r"\[([^\]]*)\]", value):
         nums = [int(x) for x in part.split(":")]
@@ -104,14 +148,23 @@ def slice_ranges(value: str) -> tuple[tuple[int, int, int], ...]:
 
 
 def known_trip_count(backend_config: str | None) -> int | None:
-    """The ``known_trip_count`` a ``while``'s backend_config gives, if any."""
+    """The ``known_trip_count`` a ``while``'s backend_config gives, if any.
+
+    Args:
+      backend_config: ``HloInstruction.backend_config`` as written: a JSON object
+        (``{"known_trip_count":{"n":"5"}}``) or a quoted string holding one
+        (``"{\\"known_trip_count\\":{\\"n\\":\\"5\\"}}"``).
+
+    Returns:
+      The trip count, or None when the config is absent, does not give one, or
+      is not valid JSON.
+    """
     if not backend_config or "known_trip_count" not in backend_config:
         return None
-    text = backend_config
-    if text.startswith('"'):
-        text = json.loads(text)
     try:
-        n = json.loads(text)["known_trip_count"]["n"]
+        config = json.loads(backend_config.strip())
+        if isinstance(config, str):
+            config = json.loads(config)
+        return int(config["known_trip_count"]["n"])
     except (ValueError, KeyError, TypeError):
         return None
-    return int(n)

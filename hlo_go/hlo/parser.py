@@ -40,7 +40,7 @@ from hlo_go.hlo.ir import (
     computation_names,
 )
 from hlo_go.hlo.opcodes import COMPUTATION_ATTRIBUTES, OPCODE_ARITY
-from hlo_go.hlo.shape import Shape, ShapeSyntaxError, parse_shape_at
+from hlo_go.hlo.shape import ARRAY_DTYPES, SPECIAL_DTYPES, Shape, ShapeSyntaxError, parse_shape_at
 
 
 class HloParseError(ValueError):
@@ -73,7 +73,7 @@ class HloParseError(ValueError):
 # ---------------------------------------------------------------------------
 # Regular expressions for the pieces of the grammar.
 
-_NAME = r"[A-Za-z_][\w.\-]*"
+_NAME = r"[A-Za-z_][\w.\-]*+"
 _STR = r'"[^"\\]*+(?:\\.[^"\\]*+)*+"' + r"|'[^'\\]*+(?:\\.[^'\\]*+)*+'"
 _PLAIN = r"[^(){}\[\]\"']++"
 
@@ -122,7 +122,7 @@ _LITERAL = re.compile(
 # plain operand names; group 6 is the whole attribute tail.
 _FAST_INSTR = re.compile(
     rf"\s*(ROOT\s+)?%?({_NAME})\s*=\s*({_ARRAY_SHAPE.pattern}|{_TUPLE_SHAPE.pattern})\s*"
-    rf"([a-z][a-z0-9\-]*)\(\s*((?:%?{_NAME}\s*,\s*)*%?{_NAME}|[\w.+\-]+)?\s*\)"
+    rf"([a-z][a-z0-9\-]*)\(\s*((?:%?{_NAME}\s*,\s*)*%?{_NAME}|[\w.+\-]++)?\s*\)"
     rf"((?:\s*,\s*{_NAME}=\s*{_VALUE})*+)(?!\s*,)"
 )
 _SHAPE_PATTERN = rf"(?:{_ARRAY_SHAPE.pattern}|{_TUPLE_SHAPE.pattern})"
@@ -139,6 +139,8 @@ _COMMENTS_OR_STRINGS = re.compile(rf"({_STR})|/\*.*?\*/|//[^\n\r]*", re.DOTALL)
 
 _COMPUTATION_ATTRIBUTE_SET = frozenset(COMPUTATION_ATTRIBUTES)
 _LITERAL_OPCODES = frozenset({"constant", "parameter"})
+# XLA's lexer reads these as element types, so they cannot name instructions.
+_RESERVED_NAMES = ARRAY_DTYPES | SPECIAL_DTYPES
 _SPECIAL_ATTRIBUTES = frozenset({"metadata", "sharding", "backend_config", "control-predecessors"})
 
 
@@ -485,6 +487,8 @@ class _Parser:
         name = head.group(2)
         if name in defined:
             raise self.error(head.start(2), f"instruction {name!r} is defined twice")
+        if name in _RESERVED_NAMES:
+            raise self.error(head.start(2), f"{name!r} is an element type name and cannot name an instruction")
         shape, pos = self.parse_shape(head.end())
         op = _OPCODE.match(text, pos)
         if op is None:
@@ -541,59 +545,75 @@ class _Parser:
         ), pos
 
     def build_fast(self, m: re.Match[str], defined: dict[str, int]) -> HloInstruction:
-        """An instruction from one ``_FAST_INSTR`` match (plain operand names)."""
+        """An instruction from one ``_FAST_INSTR`` match (the hot path: keep it lean)."""
         _, name, shape_text, opcode, ops, tail = m.groups()
-        if name in defined:
-            raise self.error(m.start(2), f"instruction {name!r} is defined twice")
         shape = self.shape_cache.get(shape_text)
         if shape is None:
             shape, _ = self.parse_shape(m.start(3))
+        arity = OPCODE_ARITY.get(opcode, -1)
+        if name in defined or arity == -1 or opcode in _LITERAL_OPCODES or name in _RESERVED_NAMES:
+            return self.build_fast_special(m, defined, shape)
+        operands: tuple[str, ...] = tuple(_NAMES.findall(ops)) if ops else ()
+        for operand in operands:
+            if operand not in defined:
+                at = self.text.find(operand, m.start(5))
+                raise self.error(at, f"operand {operand!r} of {name!r} is not defined before it")
+        if arity is not None and len(operands) != arity:
+            raise self.error(m.start(4), f"{opcode} expects {arity} operands, got {len(operands)}")
+        if not tail:
+            return HloInstruction(name, opcode, shape, operands)
+        return self.finish_fast(m, name, opcode, shape, operands, tail, None, None)
+
+    def build_fast_special(
+        self, m: re.Match[str], defined: dict[str, int], shape: Shape
+    ) -> HloInstruction:
+        """The fast path's rare cases: duplicate names, async sugar or unknown opcodes,
+        constants and parameters."""
+        _, name, _, opcode, ops, tail = m.groups()
+        if name in defined:
+            raise self.error(m.start(2), f"instruction {name!r} is defined twice")
+        if name in _RESERVED_NAMES:
+            raise self.error(m.start(2), f"{name!r} is an element type name and cannot name an instruction")
         arity = _arity(opcode)
         if arity == -1:
             raise self.error(m.start(4), f"unknown opcode {opcode!r}")
         literal = parameter_number = None
         operands: tuple[str, ...] = ()
-        if opcode in _LITERAL_OPCODES:
-            if opcode == "parameter":
-                if ops is None or not ops.isdigit():
-                    raise self.error(
-                        m.start(5) if ops else m.end(4) + 1,
-                        "expected a parameter number, e.g. parameter(0)",
-                    )
-                parameter_number = int(ops)
-            else:
-                if ops is None or _LITERAL.fullmatch(ops) is None:
-                    raise self.error(
-                        m.start(5) if ops else m.end(4) + 1, "malformed constant literal"
-                    )
-                literal = ops
+        if opcode == "parameter":
+            if ops is None or not ops.isdigit():
+                at = m.start(5) if ops else m.end(4) + 1
+                raise self.error(at, "expected a parameter number, e.g. parameter(0)")
+            parameter_number = int(ops)
+        elif opcode == "constant":
+            if ops is None or _LITERAL.fullmatch(ops) is None:
+                raise self.error(m.start(5) if ops else m.end(4) + 1, "malformed constant literal")
+            literal = ops
         elif ops:
             operands = tuple(_NAMES.findall(ops))
             for operand in operands:
                 if operand not in defined:
                     at = self.text.find(operand, m.start(5))
-                    raise self.error(
-                        at, f"operand {operand!r} of {name!r} is not defined before it"
-                    )
+                    raise self.error(at, f"operand {operand!r} of {name!r} is not defined before it")
         if arity is not None and len(operands) != arity:
             raise self.error(m.start(4), f"{opcode} expects {arity} operands, got {len(operands)}")
         if not tail:
-            return HloInstruction(
-                name,
-                opcode,
-                shape,
-                operands,
-                EMPTY,
-                EMPTY,
-                None,
-                None,
-                (),
-                literal,
-                parameter_number,
-            )
+            return HloInstruction(name, opcode, shape, operands, literal=literal, parameter_number=parameter_number)
+        return self.finish_fast(m, name, opcode, shape, operands, tail, literal, parameter_number)
+
+    def finish_fast(
+        self,
+        m: re.Match[str],
+        name: str,
+        opcode: str,
+        shape: Shape,
+        operands: tuple[str, ...],
+        tail: str,
+        literal: str | None,
+        parameter_number: int | None,
+    ) -> HloInstruction:
+        """Adds the attribute tail (group 6 of ``m``) to a fast-path instruction."""
         if self.text is not self.source and self.source[m.start(6) : m.end(6)] != tail:
-            tail = self.source[m.start(6) : m.end(6)]  # keep comments inside values verbatim
-            found = _ATTR_ITEMS.finditer(self.text, m.start(6), m.end(6))
+            found = _ATTR_ITEMS.finditer(self.text, m.start(6), m.end(6))  # keep comments verbatim
             pairs = [(a.group(1), self.source[a.start(2) : a.end(2)]) for a in found]
         else:
             pairs = _ATTR_ITEMS.findall(tail)
@@ -602,10 +622,8 @@ class _Parser:
             seen: set[str] = set()
             for key, _ in pairs:
                 if key in seen:
-                    raise self.error(
-                        self.text.find(key + "=", m.start(6)),
-                        f"attribute {key!r} of {name!r} is given twice",
-                    )
+                    at = self.text.find(key + "=", m.start(6))
+                    raise self.error(at, f"attribute {key!r} of {name!r} is given twice")
                 seen.add(key)
         if not _COMPUTATION_ATTRIBUTE_SET.isdisjoint(attributes):
             for key in _COMPUTATION_ATTRIBUTE_SET.intersection(attributes):
