@@ -8,9 +8,19 @@ from hlo_go.xla._jaxlib import (
     xla_module_to_text,
     xla_parse,
 )
+from hlo_go.xla.hooks import (
+    PREFUSION_COMPILER_OPTIONS,
+    capture_prefusion,
+    capture_prefusion_lowered,
+    hlo_hook,
+)
 from hlo_go.xla.inputs import random_array, random_inputs
 
 __all__ = [
+    "PREFUSION_COMPILER_OPTIONS",
+    "capture_prefusion",
+    "capture_prefusion_lowered",
+    "hlo_hook",
     "compile_hlo_text",
     "random_array",
     "random_inputs",

@@ -121,3 +121,8 @@ def run_executable(executable: Any, args: list[Any]) -> list[Any]:
     device = executable.local_devices()[0]
     buffers = [jax.device_put(a, device) for a in args]
     return [np.asarray(out) for out in executable.execute(buffers)]
+
+
+def module_from_proto(proto: bytes) -> Any:
+    """A ``jaxlib`` HloModule from serialized HloModuleProto bytes."""
+    return _xla_hlo.HloModule.from_serialized_hlo_module_proto(proto)

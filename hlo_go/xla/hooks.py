@@ -1,0 +1,106 @@
+"""Hooks into XLA's own compile pipeline, and the pre-fusion capture built on them.
+
+``jax.extend.xla.register_hlo_module_transformation`` hands a callback the
+serialized HloModuleProto at a pipeline stage (PRE_SCHEDULER: optimized, fused;
+POST_SCHEDULER: scheduled) and takes back a changed one. The hook is process
+wide and fires for every module compiled while registered (JAX's helper jits
+too), so :func:`hlo_hook` filters by module name and always unregisters.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import jax
+import jax.extend
+
+from hlo_go.hlo import HloModule, parse_hlo
+from hlo_go.xla._jaxlib import module_from_proto
+
+# Compile options that give the module XLA would fuse: its optimizations, minus
+# fusion, with matmuls left as plain dots (not YNNPACK custom fusions).
+PREFUSION_COMPILER_OPTIONS: dict[str, Any] = {
+    "xla_disable_hlo_passes": "fusion,fusion-wrapper",
+    "xla_cpu_experimental_ynn_fusion_type": "",
+}
+
+_STAGES = {
+    "pre_scheduler": jax.extend.xla.PipelineStage.PRE_SCHEDULER,
+    "post_scheduler": jax.extend.xla.PipelineStage.POST_SCHEDULER,
+}
+_counter = itertools.count()
+
+
+@contextmanager
+def hlo_hook(
+    callback: Callable[[Any], bytes | None],
+    *,
+    module_name: str | None = None,
+    stage: str = "pre_scheduler",
+    platform: str = "cpu",
+) -> Iterator[None]:
+    """Runs ``callback(module)`` inside XLA's compile while the ``with`` block runs.
+
+    Args:
+      callback: called with the ``jaxlib`` HloModule at ``stage``; returns new
+        serialized proto bytes to replace the module, or None to leave it.
+      module_name: only modules with this name reach the callback (None: all).
+      stage: "pre_scheduler" or "post_scheduler".
+      platform: XLA platform name ("cpu", "cuda").
+
+    The hook is always removed on exit, also when the block raises; JAX's
+    compilation caches are cleared on entry so that a compile inside the block
+    really runs XLA's pipeline.
+    """
+    if stage not in _STAGES:
+        raise ValueError(f"stage must be one of {sorted(_STAGES)}, got {stage!r}")
+    pipeline_stage = _STAGES[stage]
+    name = f"hlo_go_hook_{next(_counter)}"
+
+    def wrapped(proto: bytes) -> bytes | None:
+        module = module_from_proto(proto)
+        if module_name is not None and module.name != module_name:
+            return None
+        return callback(module)
+
+    jax.clear_caches()
+    jax.extend.xla.register_hlo_module_transformation(wrapped, name=name, stage=pipeline_stage, platforms=platform)
+    try:
+        yield
+    finally:
+        jax.extend.xla.clear_hlo_module_transformation(name=name, stage=pipeline_stage, platforms=platform)
+
+
+def capture_prefusion(fn: Callable[..., Any], *args: Any, platform: str = "cpu", **kwargs: Any) -> HloModule:
+    """The module XLA would fuse: ``fn`` optimized by XLA with fusion disabled,
+    captured before scheduling.
+
+    Args:
+      fn: a jax-traceable function (or an already ``jax.jit``-ed one).
+      *args: example arguments (arrays or ``jax.ShapeDtypeStruct``).
+      platform: XLA platform to compile for.
+      **kwargs: keyword arguments for ``fn``.
+
+    Returns:
+      The captured module, parsed.
+    """
+    lowered = jax.jit(fn).lower(*args, **kwargs)
+    return capture_prefusion_lowered(lowered, platform=platform)
+
+
+def capture_prefusion_lowered(lowered: Any, *, platform: str = "cpu") -> HloModule:
+    """:func:`capture_prefusion` for a ``jax.stages.Lowered``."""
+    module_name = lowered.compiler_ir("hlo").as_hlo_module().name
+    captured: list[str] = []
+
+    def keep(module: Any) -> None:
+        captured.append(module.to_string())
+
+    with hlo_hook(keep, module_name=module_name, platform=platform):
+        lowered.compile(compiler_options=PREFUSION_COMPILER_OPTIONS)
+    if not captured:
+        raise RuntimeError(f"XLA's compile of {module_name!r} never reached the pre-scheduler hook")
+    return parse_hlo(captured[-1], filename=f"<prefusion {module_name}>")
