@@ -67,14 +67,20 @@ def hlo_hook(
         return callback(module)
 
     jax.clear_caches()
-    jax.extend.xla.register_hlo_module_transformation(wrapped, name=name, stage=pipeline_stage, platforms=platform)
+    jax.extend.xla.register_hlo_module_transformation(
+        wrapped, name=name, stage=pipeline_stage, platforms=platform
+    )
     try:
         yield
     finally:
-        jax.extend.xla.clear_hlo_module_transformation(name=name, stage=pipeline_stage, platforms=platform)
+        jax.extend.xla.clear_hlo_module_transformation(
+            name=name, stage=pipeline_stage, platforms=platform
+        )
 
 
-def capture_prefusion(fn: Callable[..., Any], *args: Any, platform: str = "cpu", **kwargs: Any) -> HloModule:
+def capture_prefusion(
+    fn: Callable[..., Any], *args: Any, platform: str = "cpu", **kwargs: Any
+) -> HloModule:
     """The module XLA would fuse: ``fn`` optimized by XLA with fusion disabled,
     captured before scheduling.
 
