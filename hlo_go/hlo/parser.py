@@ -488,7 +488,9 @@ class _Parser:
         if name in defined:
             raise self.error(head.start(2), f"instruction {name!r} is defined twice")
         if name in _RESERVED_NAMES:
-            raise self.error(head.start(2), f"{name!r} is an element type name and cannot name an instruction")
+            raise self.error(
+                head.start(2), f"{name!r} is an element type name and cannot name an instruction"
+            )
         shape, pos = self.parse_shape(head.end())
         op = _OPCODE.match(text, pos)
         if op is None:
@@ -528,15 +530,7 @@ class _Parser:
             else:
                 start = pos
                 operands, pos = self.parse_general_operands(pos)
-            for operand in operands:
-                if operand not in defined:
-                    at = text.find(operand, start)
-                    raise self.error(
-                        at if at >= 0 else start,
-                        f"operand {operand!r} of {name!r} is not defined before it",
-                    )
-            if arity is not None and len(operands) != arity:
-                raise self.error(start, f"{opcode} expects {arity} operands, got {len(operands)}")
+            self.check_operands(name, opcode, arity, operands, defined, start, start)
 
         attributes: dict[str, str] = {}
         pos = self.parse_attributes(pos, attributes, what=name)
@@ -554,12 +548,7 @@ class _Parser:
         if name in defined or arity == -1 or opcode in _LITERAL_OPCODES or name in _RESERVED_NAMES:
             return self.build_fast_special(m, defined, shape)
         operands: tuple[str, ...] = tuple(_NAMES.findall(ops)) if ops else ()
-        for operand in operands:
-            if operand not in defined:
-                at = self.text.find(operand, m.start(5))
-                raise self.error(at, f"operand {operand!r} of {name!r} is not defined before it")
-        if arity is not None and len(operands) != arity:
-            raise self.error(m.start(4), f"{opcode} expects {arity} operands, got {len(operands)}")
+        self.check_operands(name, opcode, arity, operands, defined, m.start(5), m.start(4))
         if not tail:
             return HloInstruction(name, opcode, shape, operands)
         return self.finish_fast(m, name, opcode, shape, operands, tail, None, None)
@@ -573,7 +562,9 @@ class _Parser:
         if name in defined:
             raise self.error(m.start(2), f"instruction {name!r} is defined twice")
         if name in _RESERVED_NAMES:
-            raise self.error(m.start(2), f"{name!r} is an element type name and cannot name an instruction")
+            raise self.error(
+                m.start(2), f"{name!r} is an element type name and cannot name an instruction"
+            )
         arity = _arity(opcode)
         if arity == -1:
             raise self.error(m.start(4), f"unknown opcode {opcode!r}")
@@ -590,14 +581,11 @@ class _Parser:
             literal = ops
         elif ops:
             operands = tuple(_NAMES.findall(ops))
-            for operand in operands:
-                if operand not in defined:
-                    at = self.text.find(operand, m.start(5))
-                    raise self.error(at, f"operand {operand!r} of {name!r} is not defined before it")
-        if arity is not None and len(operands) != arity:
-            raise self.error(m.start(4), f"{opcode} expects {arity} operands, got {len(operands)}")
+        self.check_operands(name, opcode, arity, operands, defined, m.start(5), m.start(4))
         if not tail:
-            return HloInstruction(name, opcode, shape, operands, literal=literal, parameter_number=parameter_number)
+            return HloInstruction(
+                name, opcode, shape, operands, literal=literal, parameter_number=parameter_number
+            )
         return self.finish_fast(m, name, opcode, shape, operands, tail, literal, parameter_number)
 
     def finish_fast(
@@ -631,6 +619,27 @@ class _Parser:
         return self.make_instruction(
             name, opcode, shape, operands, attributes, m.end(), literal, parameter_number
         )
+
+    def check_operands(
+        self,
+        name: str,
+        opcode: str,
+        arity: int | None,
+        operands: tuple[str, ...],
+        defined: dict[str, int],
+        search_from: int,
+        arity_pos: int,
+    ) -> None:
+        """Operands must be defined earlier in the computation, and as many as the opcode takes."""
+        for operand in operands:
+            if operand not in defined:
+                at = self.text.find(operand, search_from)
+                raise self.error(
+                    at if at >= 0 else search_from,
+                    f"operand {operand!r} of {name!r} is not defined before it",
+                )
+        if arity is not None and len(operands) != arity:
+            raise self.error(arity_pos, f"{opcode} expects {arity} operands, got {len(operands)}")
 
     def check_callees(self, value: str, search_from: int) -> None:
         for callee in computation_names(value):
