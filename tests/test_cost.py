@@ -10,15 +10,18 @@ Three kinds of checks:
 * custom-call, where hlo-go deliberately differs from XLA (0 flops and the
   default bytes, where XLA says -1 and -1).
 * Real JAX modules (``tests/hlo_samples.py`` plus an MLP built here), before and
-  after XLA's optimizations: module totals within 5% of XLA (exactly equal on
-  the jaxlib the rules were verified on), custom-calls accounted for.
+  after XLA's optimizations, and the bundled example modules: module totals
+  within 5% of XLA (equal to float32 rounding on the jaxlib the rules were
+  verified on), custom-calls accounted for.
 """
 
 from __future__ import annotations
 
 import functools
+import gc
 import math
 import textwrap
+import weakref
 from typing import NamedTuple
 
 import hlo_samples
@@ -28,6 +31,7 @@ import jaxlib
 import numpy as np
 import pytest
 
+from hlo_go import examples
 from hlo_go.hlo import Cost, HloModule, instruction_cost, module_cost, parse_hlo
 from hlo_go.hlo.cost import computation_cost
 from hlo_go.xla import xla_cost_analysis
@@ -471,6 +475,17 @@ def _cases() -> list[Case]:
     conv("conv-no-spatial", "f32[2,3]", "f32[3,8]", "f32[2,8]", "dim_labels=bf_io->bf",
          2 * 3 * 8 * 2, 4 * (6 + 24 + 16))  # fmt: skip
 
+    conv("conv-negative-padding", "f32[2,10,3]", "f32[3,3,4]", "f32[2,6,4]",
+         "window={size=3 pad=-1_-1}, dim_labels=b0f_0io->b0f",
+         2 * 3 * 4 * 2 * (6 * 3), 4 * (60 + 36 + 48))  # fmt: skip
+    conv("conv-rhs-reversal-same-count", "f32[2,10,3]", "f32[3,3,4]", "f32[2,8,4]",
+         "window={size=3 rhs_reversal=1}, dim_labels=b0f_0io->b0f",
+         2 * 3 * 4 * 2 * (8 * 3), 4 * (60 + 36 + 64))  # fmt: skip
+    # Every tap lands on an lhs-dilation hole (odd positions): no flops at all.
+    conv("conv-all-taps-in-holes", "f32[2,7,3]", "f32[3,3,4]", "f32[2,6,4]",
+         "window={size=3 stride=2 pad=3_2 lhs_dilate=2 rhs_dilate=2}, dim_labels=b0f_0io->b0f",
+         0, 4 * (42 + 36 + 48))  # fmt: skip
+
     # ---- ops with a called scalar computation
     add(Case("reduce", hlo("""
         a = f32[8,16] parameter(0)
@@ -533,6 +548,14 @@ def _cases() -> list[Case]:
         b = s32[8,16] parameter(1)
         ROOT s = (f32[8,16], s32[8,16]) sort(a, b), dimensions={1}, to_apply=less_pair
     """, LESS_PAIR), flops=E * 7, bytes=4 * B))  # fmt: skip
+    add(Case("sort-64", hlo("""
+        a = f32[64] parameter(0)
+        ROOT s = f32[64] sort(a), dimensions={0}, to_apply=less
+    """, LESS), flops=64 * 6, bytes=512))  # fmt: skip
+    add(Case("sort-1-no-flops", hlo("""
+        a = f32[1] parameter(0)
+        ROOT s = f32[1] sort(a), dimensions={0}, to_apply=less
+    """, LESS), bytes=8))  # fmt: skip
     add(Case("sort-100", hlo("""
         a = f32[100] parameter(0)
         ROOT s = f32[100] sort(a), dimensions={0}, to_apply=less
@@ -553,6 +576,30 @@ def _cases() -> list[Case]:
         y = f32[4] parameter(1)
         ROOT r = (f32[8,16], f32[4]) all-reduce(x, y), replica_groups={}, to_apply=add
     """, ADD), flops=E + 4, bytes=2 * (B + 16)))  # fmt: skip
+    add(Case("all-reduce-start-done", hlo("""
+        x = f32[8,16] parameter(0)
+        s = f32[8,16] all-reduce-start(x), replica_groups={}, to_apply=add
+        ROOT d = f32[8,16] all-reduce-done(s)
+    """, ADD), flops=E, bytes=4 * B))  # fmt: skip
+    add(Case("collective-permute", hlo("""
+        x = f32[8,16] parameter(0)
+        ROOT d = f32[8,16] collective-permute(x), source_target_pairs={{0,1},{1,0}}
+    """), bytes=2 * B))  # fmt: skip
+    add(Case("reduce-scatter-no-flops", hlo("""
+        x = f32[8,16] parameter(0)
+        ROOT d = f32[4,16] reduce-scatter(x), replica_groups={{0,1}}, dimensions={0}, to_apply=add
+    """, ADD), bytes=B + B // 2))  # fmt: skip
+    add(Case("copy-start-done", hlo("""
+        x = f32[8,16] parameter(0)
+        s = (f32[8,16], f32[8,16], u32[]) copy-start(x)
+        ROOT d = f32[8,16] copy-done(s)
+    """), bytes=(B + 2 * B + 4) + (24 + B)))  # fmt: skip
+    add(Case("infeed-outfeed-leaf-bytes", hlo("""
+        t = token[] after-all()
+        i = ((f32[8,16], s32[2]), token[]) infeed(t)
+        g = (f32[8,16], s32[2]) get-tuple-element(i), index=0
+        ROOT o = token[] outfeed(g, t), outfeed_shape=(f32[8,16], s32[2])
+    """), bytes=2 * (B + 8)))  # fmt: skip
     add(Case("all-gather", hlo("""
         x = f32[8,16] parameter(0)
         ROOT r = f32[16,16] all-gather(x), dimensions={0}, replica_groups={}
@@ -574,6 +621,10 @@ def _cases() -> list[Case]:
         a = f32[8,32] parameter(0)
         ROOT r = c64[8,17] fft(a), fft_type=RFFT, fft_length={32}
     """), flops=8 * 5 * 256, bytes=1024 + 8 * 136))  # fmt: skip
+    add(Case("ifft-length-12", hlo("""
+        a = c64[8,12] parameter(0)
+        ROOT r = c64[8,12] fft(a), fft_type=IFFT, fft_length={12}
+    """), flops=8 * 3 * 96, bytes=2 * 8 * 96))  # fmt: skip
     add(Case("topk-no-flops", hlo("""
         x = f32[8,16] parameter(0)
         ROOT r = (f32[8,4], s32[8,4]) topk(x), k=4, largest=true
@@ -949,6 +1000,16 @@ def test_instruction_cost_finds_computation() -> None:
         instruction_cost(module, stranger)
 
 
+def test_memoized_costs_do_not_keep_modules_alive() -> None:
+    module = parse_hlo(CASES[0].text)
+    first = module_cost(module)
+    assert module_cost(module) == first
+    ref = weakref.ref(module)
+    del module
+    gc.collect()
+    assert ref() is None
+
+
 # -- custom-call: the deliberate difference ----------------------------------------
 
 
@@ -1043,7 +1104,11 @@ def _mlp_train_step_text(stage: str) -> str:
     x = rng.standard_normal((8, 16)).astype(np.float32)
     y = np.eye(4, dtype=np.float32)[np.arange(8) % 4]
     lowered = jax.jit(step).lower(params, x, y)
-    return lowered.as_text(dialect="hlo") if stage == "unoptimized" else lowered.compile().as_text()
+    if stage == "unoptimized":
+        return lowered.as_text(dialect="hlo")
+    text = lowered.compile().as_text()
+    assert text is not None
+    return text
 
 
 def _real_text(name: str, stage: str) -> str:
@@ -1057,6 +1122,15 @@ REAL = [
     for name in ["mlp_train_step", *hlo_samples.SAMPLES]
     for stage in hlo_samples.STAGES
 ]
+
+
+@pytest.mark.parametrize("name", examples.names())
+def test_bundled_examples_match_xla(name: str) -> None:
+    text = examples.example_path(name).read_text()
+    ours = xla_equivalent(parse_hlo(text))
+    assert ours == pytest.approx(xla_cost(text), rel=0.05)
+    if jaxlib.__version__ == VERIFIED_JAXLIB:
+        assert ours == pytest.approx(xla_cost(text), rel=RTOL)
 
 
 @pytest.mark.parametrize(("name", "stage"), REAL)

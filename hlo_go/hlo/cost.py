@@ -56,7 +56,8 @@ Where hlo-go differs from XLA, on purpose:
   leaks into every total that contains one. We report 0 flops and the default
   bytes (operands read, output leaves written), so totals stay meaningful; a
   module's totals therefore exceed XLA's by 1 flop and (default bytes + 1)
-  bytes per custom-call.
+  bytes per custom-call in the entry computation (or reached through call,
+  while or async-start).
 * XLA accumulates in float32; we sum exact integers in float64, so totals of
   very large modules can differ in the last float32 digits.
 """
@@ -65,7 +66,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple
 
 from hlo_go.hlo import attributes as attrs
@@ -94,7 +95,8 @@ class Cost(NamedTuple):
         """bytes_read + bytes_written (XLA's "bytes accessed")."""
         return self.bytes_read + self.bytes_written
 
-    def __add__(self, other: object) -> Cost:  # type: ignore[override]
+    def __add__(self, other: object) -> Cost:
+        """Quantity-by-quantity sum (not tuple concatenation)."""
         if not isinstance(other, Cost):
             return NotImplemented
         return Cost(*(a + b for a, b in zip(self, other, strict=True)))
@@ -154,7 +156,8 @@ class _Costing:
     """Cost of the instructions of one module; computation costs are memoized."""
 
     def __init__(self, module: HloModule) -> None:
-        self.module = module
+        # Not the module itself: the cache entry must not keep its module alive.
+        self.computations: Mapping[str, HloComputation] = module.computations
         self.computation_costs: dict[str, Cost] = {}
         self.users_by_computation: dict[str, dict[str, list[HloInstruction]]] = {}
 
@@ -179,7 +182,7 @@ class _Costing:
         """Sum of the instruction costs of a computation (bytes included)."""
         cost = self.computation_costs.get(name)
         if cost is None:
-            comp = self.module.computations[name]
+            comp = self.computations[name]
             cost = ZERO
             for instr in comp.instructions:
                 cost = cost + self.instruction(comp, instr)
@@ -479,7 +482,7 @@ def _async_start(c: _Costing, comp: HloComputation, instr: HloInstruction) -> Co
 
 
 def _fusion(c: _Costing, comp: HloComputation, instr: HloInstruction) -> Cost:
-    fused = c.module.computations[attrs_computation(instr.attributes["calls"])]
+    fused = c.computations[attrs_computation(instr.attributes["calls"])]
     if instr.attributes.get("kind") == "kCustom":
         for inner in fused.instructions:
             if inner.opcode in ("gather", "scatter"):
@@ -560,7 +563,7 @@ def _nested_fusion_read(
     c: _Costing, fused: HloComputation, value: HloInstruction, nested: HloInstruction
 ) -> float:
     """Bytes read of ``value`` through a fusion nested in ``fused``, as XLA recurses."""
-    inner = c.module.computations[attrs_computation(nested.attributes["calls"])]
+    inner = c.computations[attrs_computation(nested.attributes["calls"])]
     params = inner.parameters
     root = inner.root
     total = 0.0
@@ -648,7 +651,14 @@ def _costing(module: HloModule) -> _Costing:
     if entry is not None and entry[0]() is module:
         return entry[1]
     costing = _Costing(module)
-    _COSTINGS[key] = (weakref.ref(module, lambda _: _COSTINGS.pop(key, None)), costing)
+    table = _COSTINGS  # bound here: module globals may be gone when this runs at exit
+
+    def forget(ref: weakref.ref[HloModule]) -> None:
+        current = table.get(key)
+        if current is not None and current[0] is ref:
+            del table[key]
+
+    table[key] = (weakref.ref(module, forget), costing)
     return costing
 
 
