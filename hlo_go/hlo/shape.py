@@ -207,7 +207,10 @@ _LAYOUT_ITEM_RE = re.compile(r"[A-Z#*]+(?:\([^()]*\))+")
 _WS_RE = re.compile(r"\s*")
 
 
-def parse_shape_at(text: str, pos: int) -> tuple[Shape, int]:
+MAX_TUPLE_DEPTH = 64
+
+
+def parse_shape_at(text: str, pos: int, *, _depth: int = 0) -> tuple[Shape, int]:
     """Parses one shape starting at ``text[pos]`` (after optional whitespace).
 
     Returns:
@@ -218,13 +221,15 @@ def parse_shape_at(text: str, pos: int) -> tuple[Shape, int]:
     """
     pos = _WS_RE.match(text, pos).end()
     if text.startswith("(", pos):
+        if _depth >= MAX_TUPLE_DEPTH:
+            raise ShapeSyntaxError(f"tuple shapes nested deeper than {MAX_TUPLE_DEPTH}", pos)
         pos += 1
         elements: list[Shape] = []
         pos = _WS_RE.match(text, pos).end()
         if text.startswith(")", pos):
             return Shape("tuple"), pos + 1
         while True:
-            element, pos = parse_shape_at(text, pos)
+            element, pos = parse_shape_at(text, pos, _depth=_depth + 1)
             elements.append(element)
             pos = _WS_RE.match(text, pos).end()
             if text.startswith(",", pos):
@@ -265,7 +270,7 @@ def _parse_dims(text: str, offset: int) -> tuple[tuple[int, ...], tuple[bool, ..
             dims.append(UNBOUNDED_DIM)
         else:
             digits = p[2:].strip() if p.startswith("<=") else p
-            if not digits.isdigit():
+            if not digits.isdigit() or int(digits) >= 2**63:
                 raise ShapeSyntaxError(f"bad dimension size {p!r}", offset)
             dims.append(int(digits))
         dynamic.append(is_dynamic)
