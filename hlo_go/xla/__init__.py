@@ -8,19 +8,25 @@ from hlo_go.xla._jaxlib import (
     xla_module_to_text,
     xla_parse,
 )
+from hlo_go.xla.fusion import NOT_FUSIBLE, FusionError, apply_fusion
 from hlo_go.xla.hooks import (
     PREFUSION_COMPILER_OPTIONS,
     capture_prefusion,
     capture_prefusion_lowered,
+    compile_replacing,
     hlo_hook,
 )
 from hlo_go.xla.inputs import random_array, random_inputs
 
 __all__ = [
+    "NOT_FUSIBLE",
     "PREFUSION_COMPILER_OPTIONS",
+    "FusionError",
+    "apply_fusion",
     "capture_prefusion",
     "capture_prefusion_lowered",
     "compile_hlo_text",
+    "compile_replacing",
     "hlo_hook",
     "random_array",
     "random_inputs",

@@ -110,3 +110,32 @@ def capture_prefusion_lowered(lowered: Any, *, platform: str = "cpu") -> HloModu
     if not captured:
         raise RuntimeError(f"XLA's compile of {module_name!r} never reached the pre-scheduler hook")
     return parse_hlo(captured[-1], filename=f"<prefusion {module_name}>")
+
+
+def compile_replacing(lowered: Any, module: HloModule, *, platform: str = "cpu") -> Any:
+    """Compiles ``lowered`` with XLA's own pipeline (fusion passes off), swapping in
+    ``module`` before scheduling: XLA then schedules and emits exactly ``module``.
+
+    Args:
+      lowered: a ``jax.stages.Lowered`` whose pre-fusion module ``module`` was derived from.
+      module: the module to compile instead (same parameters and result shape).
+      platform: XLA platform.
+
+    Returns:
+      A ``jax.stages.Compiled``, callable like the jitted function.
+    """
+    from hlo_go.xla._jaxlib import xla_parse
+
+    proto = xla_parse(module.to_text()).as_serialized_hlo_module_proto()
+    module_name = lowered.compiler_ir("hlo").as_hlo_module().name
+    swapped: list[bool] = []
+
+    def swap(_: Any) -> bytes:
+        swapped.append(True)
+        return proto
+
+    with hlo_hook(swap, module_name=module_name, platform=platform):
+        compiled = lowered.compile(compiler_options=PREFUSION_COMPILER_OPTIONS)
+    if not swapped:
+        raise RuntimeError(f"XLA's compile of {module_name!r} never reached the pre-scheduler hook")
+    return compiled

@@ -1,0 +1,85 @@
+"""Fusion groups written into a pre-fusion module and compiled by XLA as given."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from hlo_go.hlo import parse_hlo
+from hlo_go.xla import FusionError, apply_fusion, capture_prefusion, compile_replacing
+
+
+def _f(x: jax.Array, y: jax.Array) -> tuple[jax.Array, jax.Array]:
+    a = jnp.tanh(x * y + 1.0)
+    return a * 2.0, jnp.exp(a) - y
+
+
+X = jnp.arange(12.0).reshape(3, 4) / 7.0
+Y = jnp.ones((3, 4)) * 0.5
+
+
+def _names(module, *opcodes: str) -> list[str]:  # type: ignore[no-untyped-def]
+    return [i.name for i in module.entry.instructions if i.opcode in opcodes]
+
+
+def _fusions(compiled) -> int:  # type: ignore[no-untyped-def]
+    return sum(1 for _, i in parse_hlo(compiled.as_text()).instructions() if i.opcode == "fusion")
+
+
+def test_one_group_compiles_to_one_kernel_with_the_same_outputs() -> None:
+    module = capture_prefusion(_f, X, Y)
+    group = _names(module, "multiply", "add", "tanh", "broadcast", "exponential", "subtract")
+    fused = apply_fusion(module, [group])
+    entry_opcodes = [i.opcode for i in fused.entry.instructions]
+    assert entry_opcodes.count("fusion") == 1
+    assert not set(entry_opcodes) & {"multiply", "tanh", "exponential"}
+    compiled = compile_replacing(jax.jit(_f).lower(X, Y), fused)
+    assert _fusions(compiled) == 1
+    for got, want in zip(compiled(X, Y), _f(X, Y), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_two_groups_and_a_multi_output_group() -> None:
+    module = capture_prefusion(_f, X, Y)
+    tanh = _names(module, "tanh")[0]
+    order = [i.name for i in module.entry.instructions]
+    cut = order.index(tanh) + 1
+    compute = {"multiply", "add", "tanh", "broadcast", "exponential", "subtract"}
+    first = [n for n in order[:cut] if module.entry.instruction(n).opcode in compute]
+    second = [n for n in order[cut:] if module.entry.instruction(n).opcode in compute]
+    fused = apply_fusion(module, [first, second])
+    fusions = [i for i in fused.entry.instructions if i.opcode == "fusion"]
+    assert len(fusions) == 2
+    assert fusions[1].shape.is_tuple  # the second group has two outputs
+    compiled = compile_replacing(jax.jit(_f).lower(X, Y), fused)
+    assert _fusions(compiled) == 2
+    for got, want in zip(compiled(X, Y), _f(X, Y), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_illegal_groups_get_clear_errors() -> None:
+    module = capture_prefusion(_f, X, Y)
+    tanh, exp = _names(module, "tanh")[0], _names(module, "exponential")[0]
+    param = _names(module, "parameter")[0]
+    with pytest.raises(FusionError, match="not an instruction"):
+        apply_fusion(module, [[tanh, "nope"]])
+    with pytest.raises(FusionError, match="cannot be fused"):
+        apply_fusion(module, [[param, tanh]])
+    with pytest.raises(FusionError, match="groups 0 and 1"):
+        apply_fusion(module, [[tanh, exp], [exp, _names(module, "subtract")[0]]])
+    # multiply -> add -> tanh: fusing multiply and tanh without the add makes a cycle.
+    mul = _names(module, "multiply")[0]
+    with pytest.raises(FusionError, match="cycle"):
+        apply_fusion(module, [[mul, tanh]])
+
+
+def test_multi_output_of_different_shapes_is_refused() -> None:
+    def g(x: jax.Array) -> tuple[jax.Array, jax.Array]:
+        t = jnp.tanh(x)
+        return t, jnp.sum(t, axis=0)
+
+    module = capture_prefusion(g, X)
+    with pytest.raises(FusionError, match="one shape"):
+        apply_fusion(module, [_names(module, "tanh", "reduce")])
