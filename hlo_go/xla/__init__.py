@@ -17,17 +17,22 @@ from hlo_go.xla.hooks import (
     hlo_hook,
 )
 from hlo_go.xla.inputs import random_array, random_inputs
+from hlo_go.xla.schedule import ScheduleError, apply_schedule, compile_with, list_schedule
 
 __all__ = [
     "NOT_FUSIBLE",
     "PREFUSION_COMPILER_OPTIONS",
     "FusionError",
+    "ScheduleError",
     "apply_fusion",
+    "apply_schedule",
     "capture_prefusion",
     "capture_prefusion_lowered",
     "compile_hlo_text",
     "compile_replacing",
+    "compile_with",
     "hlo_hook",
+    "list_schedule",
     "random_array",
     "random_inputs",
     "run_executable",

@@ -1,0 +1,156 @@
+"""Schedules written into XLA's compile: list scheduling by priority, imposed after
+XLA's own scheduler.
+
+XLA's CPU runtime runs the entry computation's instructions in the order of the
+module's schedule. :func:`apply_schedule` reorders the entry computation and marks
+the module scheduled; :func:`compile_with` hands XLA our fused module before
+scheduling and our order after it, so the executable runs exactly that order.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from hlo_go.hlo import FrozenDict, HloComputation, HloModule, parse_hlo
+
+
+class ScheduleError(ValueError):
+    """An order that is not a permutation of the computation or breaks a dependency."""
+
+
+def list_schedule(computation: HloComputation, priority: Mapping[str, float]) -> list[str]:
+    """A dependency-respecting order: whenever several instructions are ready, the one
+    with the highest priority runs first (ties: text order, i.e. FIFO).
+
+    Args:
+      computation: the computation to order.
+      priority: per instruction name; instructions without one (e.g. copies XLA
+        inserted) get +inf, so they run as soon as they are ready.
+
+    Returns:
+      Instruction names in execution order.
+    """
+    names = [i.name for i in computation.instructions]
+    position = {n: k for k, n in enumerate(names)}
+    deps = {i.name: set(i.operands) | set(i.control_predecessors) for i in computation.instructions}
+    users: dict[str, list[str]] = {}
+    for name, ds in deps.items():
+        for d in ds:
+            users.setdefault(d, []).append(name)
+    waiting = {n: len(ds) for n, ds in deps.items()}
+    heap = [(-priority.get(n, math.inf), position[n], n) for n in names if waiting[n] == 0]
+    heapq.heapify(heap)
+    order: list[str] = []
+    while heap:
+        _, _, name = heapq.heappop(heap)
+        order.append(name)
+        for user in users.get(name, ()):
+            waiting[user] -= 1
+            if waiting[user] == 0:
+                heapq.heappush(heap, (-priority.get(user, math.inf), position[user], user))
+    if len(order) != len(names):
+        raise ScheduleError(f"computation {computation.name!r} has a dependency cycle")
+    return order
+
+
+def apply_schedule(module: HloModule, order: Sequence[str]) -> HloModule:
+    """The module with its entry computation in ``order`` and marked ``is_scheduled``.
+
+    Raises:
+      ScheduleError: ``order`` is not a permutation of the entry's instructions, or
+        runs an instruction before one of its operands or control predecessors.
+    """
+    entry = module.entry
+    if sorted(order) != sorted(i.name for i in entry.instructions):
+        missing = {i.name for i in entry.instructions} - set(order)
+        extra = set(order) - {i.name for i in entry.instructions}
+        raise ScheduleError(
+            f"order must list each entry instruction once; missing {sorted(missing)[:5]}, "
+            f"unknown {sorted(extra)[:5]}"
+        )
+    done: set[str] = set()
+    for name in order:
+        instr = entry.instruction(name)
+        for dep in (*instr.operands, *instr.control_predecessors):
+            if dep not in done:
+                raise ScheduleError(f"{name!r} is scheduled before its dependency {dep!r}")
+        done.add(name)
+    new_entry = HloComputation(
+        entry.name,
+        tuple(entry.instruction(n) for n in order),
+        entry.root_name,
+        entry.execution_thread,
+    )
+    computations = dict(module.computations)
+    computations[entry.name] = new_entry
+    attributes = {
+        "is_scheduled": "true",
+        **{k: v for k, v in module.attributes.items() if k != "is_scheduled"},
+    }
+    return HloModule(
+        module.name,
+        FrozenDict(computations),
+        entry.name,
+        FrozenDict(attributes),
+        module.stack_frames,
+    )
+
+
+def compile_with(
+    lowered: Any,
+    *,
+    module: HloModule | None = None,
+    priority: Mapping[str, float] | None = None,
+    platform: str = "cpu",
+) -> tuple[Any, list[str] | None]:
+    """Compiles ``lowered`` through XLA's pipeline (fusion passes off), with
+    ``module`` (e.g. from :func:`hlo_go.xla.apply_fusion`) swapped in before
+    scheduling and, if ``priority`` is given, the entry list-scheduled by it after
+    XLA's scheduler.
+
+    Returns:
+      ``(compiled, order)``: the ``jax.stages.Compiled`` and the entry order imposed
+      (None when no priority was given).
+    """
+    from hlo_go.xla._jaxlib import xla_parse
+    from hlo_go.xla.hooks import PREFUSION_COMPILER_OPTIONS, hlo_hook
+
+    module_name = lowered.compiler_ir("hlo").as_hlo_module().name
+    fired = {"pre": module is None, "post": priority is None}
+    imposed: list[str] = []
+
+    def swap(_: Any) -> bytes:
+        fired["pre"] = True
+        assert module is not None
+        return xla_parse(module.to_text()).as_serialized_hlo_module_proto()
+
+    def order(scheduled: Any) -> bytes:
+        fired["post"] = True
+        current = parse_hlo(scheduled.to_string())
+        assert priority is not None
+        imposed[:] = list_schedule(current.entry, priority)
+        return xla_parse(
+            apply_schedule(current, imposed).to_text()
+        ).as_serialized_hlo_module_proto()
+
+    options = PREFUSION_COMPILER_OPTIONS
+    if module is not None and priority is not None:
+        with (
+            hlo_hook(swap, module_name=module_name, platform=platform),
+            hlo_hook(order, module_name=module_name, stage="post_scheduler", platform=platform),
+        ):
+            compiled = lowered.compile(compiler_options=options)
+    elif module is not None:
+        with hlo_hook(swap, module_name=module_name, platform=platform):
+            compiled = lowered.compile(compiler_options=options)
+    elif priority is not None:
+        with hlo_hook(order, module_name=module_name, stage="post_scheduler", platform=platform):
+            compiled = lowered.compile(compiler_options=options)
+    else:
+        compiled = lowered.compile(compiler_options=options)
+    if not all(fired.values()):
+        raise RuntimeError(f"XLA's compile of {module_name!r} did not reach every hook: {fired}")
+    return compiled, (imposed if priority is not None else None)
