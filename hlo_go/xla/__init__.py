@@ -17,12 +17,14 @@ from hlo_go.xla.hooks import (
     hlo_hook,
 )
 from hlo_go.xla.inputs import random_array, random_inputs
+from hlo_go.xla.profile import InstructionProfile, profile_lowered
 from hlo_go.xla.schedule import ScheduleError, apply_schedule, compile_with, list_schedule
 
 __all__ = [
     "NOT_FUSIBLE",
     "PREFUSION_COMPILER_OPTIONS",
     "FusionError",
+    "InstructionProfile",
     "ScheduleError",
     "apply_fusion",
     "apply_schedule",
@@ -33,6 +35,7 @@ __all__ = [
     "compile_with",
     "hlo_hook",
     "list_schedule",
+    "profile_lowered",
     "random_array",
     "random_inputs",
     "run_executable",
