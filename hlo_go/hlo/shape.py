@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # Element type -> size in bits. Sub-byte types are stored one element per byte
 # unless a layout says otherwise (``E(n)``), matching XLA's ``ByteSizeOf``.
@@ -101,6 +101,14 @@ class Shape:
     dynamic: tuple[bool, ...] = ()
     layout: Layout | None = None
     tuple_shapes: tuple[Shape, ...] = ()
+    # Derived once at construction (cost analysis asks for them very often).
+    _num_elements: int = field(init=False, repr=False, compare=False, default=0)
+    _byte_size: int = field(init=False, repr=False, compare=False, default=0)
+
+    def __post_init__(self) -> None:
+        elements = math.prod(max(d, 0) for d in self.dims) if self.dtype in ARRAY_DTYPES else 0
+        object.__setattr__(self, "_num_elements", elements)
+        object.__setattr__(self, "_byte_size", self._compute_byte_size())
 
     @property
     def is_tuple(self) -> bool:
@@ -117,9 +125,7 @@ class Shape:
     @property
     def num_elements(self) -> int:
         """Elements of an array shape (dynamic dimensions at their bound); 0 otherwise."""
-        if not self.is_array:
-            return 0
-        return math.prod(max(d, 0) for d in self.dims)
+        return self._num_elements
 
     def byte_size(self, *, pointer_size: int = 8) -> int:
         """Bytes of this shape's buffer, as XLA's ``ShapeUtil::ByteSizeOf`` counts them.
@@ -129,6 +135,11 @@ class Shape:
         shapes. Tuples: one pointer per element (the index table), not the
         elements themselves. Tokens: 0.
         """
+        if pointer_size == 8:
+            return self._byte_size
+        return self._compute_byte_size(pointer_size)
+
+    def _compute_byte_size(self, pointer_size: int = 8) -> int:
         if self.is_tuple:
             return pointer_size * len(self.tuple_shapes)
         if not self.is_array:
@@ -136,7 +147,7 @@ class Shape:
         bits = max(DTYPE_BITS[self.dtype], 8)
         if self.layout is not None and self.layout.element_size_bits:
             bits = self.layout.element_size_bits
-        size = (self.num_elements * bits + 7) // 8
+        size = (self._num_elements * bits + 7) // 8
         if self.dynamic:  # XLA stores the runtime sizes after the data: 4 bytes per dimension
             size += 4 * self.rank
         return size

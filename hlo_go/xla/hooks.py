@@ -104,12 +104,23 @@ def capture_prefusion_lowered(lowered: Any, *, platform: str = "cpu") -> HloModu
 
     def keep(module: Any) -> None:
         captured.append(module.to_string())
+        # Stop the compile here: the rest of XLA's pipeline is not needed, and the CPU
+        # backend cannot emit some unfused ops (e.g. scatter) anyway.
+        raise _CaptureDone
 
     with hlo_hook(keep, module_name=module_name, platform=platform):
-        lowered.compile(compiler_options=PREFUSION_COMPILER_OPTIONS)
+        try:
+            lowered.compile(compiler_options=PREFUSION_COMPILER_OPTIONS)
+        except Exception:
+            if not captured:
+                raise
     if not captured:
         raise RuntimeError(f"XLA's compile of {module_name!r} never reached the pre-scheduler hook")
     return parse_hlo(captured[-1], filename=f"<prefusion {module_name}>")
+
+
+class _CaptureDone(Exception):
+    """Raised inside XLA's compile once the pre-fusion module is captured."""
 
 
 def compile_replacing(lowered: Any, module: HloModule, *, platform: str = "cpu") -> Any:
