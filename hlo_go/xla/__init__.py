@@ -17,15 +17,19 @@ from hlo_go.xla.hooks import (
     hlo_hook,
 )
 from hlo_go.xla.inputs import random_array, random_inputs
+from hlo_go.xla.measure import Measurement, measure, outputs_match
 from hlo_go.xla.profile import InstructionProfile, profile_lowered
 from hlo_go.xla.schedule import ScheduleError, apply_schedule, compile_with, list_schedule
+from hlo_go.xla.timing import Timing, time_interleaved
 
 __all__ = [
     "NOT_FUSIBLE",
     "PREFUSION_COMPILER_OPTIONS",
     "FusionError",
     "InstructionProfile",
+    "Measurement",
     "ScheduleError",
+    "Timing",
     "apply_fusion",
     "apply_schedule",
     "capture_prefusion",
@@ -35,10 +39,13 @@ __all__ = [
     "compile_with",
     "hlo_hook",
     "list_schedule",
+    "measure",
+    "outputs_match",
     "profile_lowered",
     "random_array",
     "random_inputs",
     "run_executable",
+    "time_interleaved",
     "xla_accepts",
     "xla_cost_analysis",
     "xla_module_to_text",

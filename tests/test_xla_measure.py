@@ -1,0 +1,65 @@
+"""measure(): outputs checked against jax.jit before any time is reported."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from hlo_go.hlo import FrozenDict, HloComputation, HloModule
+from hlo_go.xla import capture_prefusion, measure, outputs_match
+
+
+def _f(x: jax.Array, w: jax.Array) -> jax.Array:
+    h = jnp.tanh(x @ w) * 2.0 + 1.0
+    return jnp.sum(h * h, axis=-1)
+
+
+X = jnp.linspace(-1.0, 1.0, 64 * 32).reshape(64, 32)
+W = jnp.linspace(-0.5, 0.5, 32 * 32).reshape(32, 32)
+
+
+def test_fused_and_scheduled_variant_is_correct_and_timed() -> None:
+    module = capture_prefusion(_f, X, W)
+    group = [
+        i.name
+        for i in module.entry.instructions
+        if i.opcode not in ("parameter", "constant", "dot")
+    ]
+    result = measure(_f, (X, W), fusion=[group], schedule={}, repeats=3, warmup=1)
+    assert result.correct, result.message
+    assert result.time_s is not None and result.time_s > 0
+    assert result.baseline_time_s is not None and result.speedup is not None
+    assert result.spread is not None and result.spread[0] <= result.time_s <= result.spread[1]
+    assert result.order is not None  # a schedule was imposed
+
+
+def test_wrong_outputs_are_caught_and_not_timed() -> None:
+    module = capture_prefusion(_f, X, W)
+    entry = module.entry
+    broken = tuple(
+        i.replace(opcode="exponential") if i.opcode == "tanh" else i for i in entry.instructions
+    )
+    computations = dict(module.computations)
+    computations[entry.name] = HloComputation(entry.name, broken, entry.root_name)
+    wrong = HloModule(
+        module.name, FrozenDict(computations), entry.name, module.attributes, module.stack_frames
+    )
+    result = measure(_f, (X, W), fusion=wrong, repeats=3)
+    assert not result.correct
+    assert result.time_s is None and "error" in result.message
+
+
+@pytest.mark.parametrize(
+    ("got", "want", "ok"),
+    [
+        (np.float32([1.0, 2.0]), np.float32([1.0, 2.00001]), True),
+        (np.float32([1.0, 2.0]), np.float32([1.0, 2.1]), False),
+        (np.int32([1, 2]), np.int32([1, 3]), False),
+        (np.float32([np.nan]), np.float32([np.nan]), True),
+        (np.float32([1.0]), np.float64([1.0]), False),
+    ],
+)
+def test_outputs_match_tolerances(got: np.ndarray, want: np.ndarray, ok: bool) -> None:
+    assert outputs_match([got], [want])[0] is ok
