@@ -164,7 +164,8 @@ class StackFrameTable:
     """The ``FileNames``/``FunctionNames``/``FileLocations``/``StackFrames`` tables.
 
     Optimized modules refer to them from ``metadata={stack_frame_id=N}``. Ids in
-    the text are 1-based positions in these tuples.
+    the text are 1-based positions in these tuples; a frame's ``parent_frame_id`` is
+    its parent's id plus one (1: no parent), as XLA writes it.
 
     Attributes:
       file_names: source file paths.
@@ -200,7 +201,8 @@ class StackFrameTable:
                     loc.get("line", 0),
                 )
             )
-            frame_id = frame.get("parent_frame_id", 0)
+            # XLA writes the parent's id plus one; 1 (i.e. parent 0) means "no parent".
+            frame_id = frame.get("parent_frame_id", 1) - 1
         return out
 
 

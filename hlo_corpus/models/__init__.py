@@ -1,0 +1,1 @@
+"""The nine workload families, one module each; each exposes ``workloads()``."""
