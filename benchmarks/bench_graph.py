@@ -40,10 +40,6 @@ def _log(message: str) -> None:
     _console.log(message)
 
 
-class _Captured(Exception):
-    """Raised from the compile hook to stop XLA's compile once the module is captured."""
-
-
 def build_lstm_prefusion_text(steps: int, *, layers: int = 2, hidden: int = 32) -> str:
     """Pre-fusion HLO text of a training step of an unrolled LSTM language model.
 
@@ -60,7 +56,7 @@ def build_lstm_prefusion_text(steps: int, *, layers: int = 2, hidden: int = 32) 
     import numpy as np
     import optax
 
-    from hlo_go.xla import PREFUSION_COMPILER_OPTIONS, hlo_hook
+    from hlo_go.xla import capture_prefusion_lowered
 
     vocab, batch = 16, 4
     rng = np.random.default_rng(0)
@@ -108,24 +104,10 @@ def build_lstm_prefusion_text(steps: int, *, layers: int = 2, hidden: int = 32) 
     start = time.perf_counter()
     lowered = jax.jit(train_step).lower(params, opt_state, xs, ys)
     _log(f"lowered {steps} steps in {time.perf_counter() - start:.1f}s; running XLA's passes ...")
-    name = lowered.compiler_ir("hlo").as_hlo_module().name
-    captured: list[str] = []
-
-    def keep(module: Any) -> None:
-        captured.append(module.to_string())
-        raise _Captured  # the rest of the compile is not needed
-
     start = time.perf_counter()
-    with hlo_hook(keep, module_name=name):
-        try:
-            lowered.compile(compiler_options=PREFUSION_COMPILER_OPTIONS)
-        except Exception:
-            if not captured:
-                raise
-    if not captured:
-        raise RuntimeError(f"XLA's compile of {name!r} never reached the pre-scheduler hook")
+    text = capture_prefusion_lowered(lowered).to_text()
     _log(f"captured the pre-fusion module in {time.perf_counter() - start:.1f}s")
-    return captured[-1]
+    return text
 
 
 def _generated_module(steps: int) -> tuple[Any, dict[str, Any]]:

@@ -37,7 +37,7 @@ from hlo_go.hlo import (
     module_cost,
     parse_hlo,
 )
-from hlo_go.xla import PREFUSION_COMPILER_OPTIONS, hlo_hook
+from hlo_go.xla import capture_prefusion
 
 _DATA = Path(__file__).parent / "data" / "xla_style"
 
@@ -124,34 +124,11 @@ def check_graph(module: HloModule, graph: OpGraph) -> None:
     assert graph.num_edges <= operand_edges
 
 
-def capture_prefusion_text(fn: Any, *args: Any) -> str:
-    """XLA's optimized, unfused module, the compile stopped right after the capture
-    (so that a scatter, which the unfused CPU backend cannot emit, does no harm)."""
-    lowered = jax.jit(fn).lower(*args)
-    name = lowered.compiler_ir("hlo").as_hlo_module().name
-    captured: list[str] = []
-
-    class Captured(Exception):
-        pass
-
-    def keep(module: Any) -> None:
-        captured.append(module.to_string())
-        raise Captured
-
-    with hlo_hook(keep, module_name=name):
-        try:
-            lowered.compile(compiler_options=PREFUSION_COMPILER_OPTIONS)
-        except Exception:
-            if not captured:
-                raise
-    return captured[-1]
-
-
 @functools.cache
 def sample_module(name: str, stage: str) -> HloModule:
     if stage == "prefusion":
         fn, args = hlo_samples.SAMPLES[name]()
-        return parse_hlo(capture_prefusion_text(fn, *args))
+        return capture_prefusion(fn, *args)
     return parse_hlo(hlo_samples.hlo_text(name, stage))
 
 
