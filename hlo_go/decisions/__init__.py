@@ -1,5 +1,58 @@
-"""Decisions (placement, schedule priority, fusion priority) and their validation."""
+"""Decisions (placement, schedule priority, fusion priority), their validation, and the
+fusion grouping they imply.
 
+Public names::
+
+    Decisions (.default, .validate, .fusion_groups)
+    fusion_groups(graph, placement, fusion_priority, ...) -> int32[N]    FusionLimits, DEFAULT_LIMITS
+    edge_priority, candidate_edges, fusion_group_names
+    fusible_nodes, FUSIBLE_OPCODES, CPU_EMITTER_NOT_FUSIBLE, check_fusion_groups, FusionGroupError
+    graph_output_dims, module_output_dims
+    Adjacency, adjacency, build_adjacency, graph_cached
+
+Module by concept: :mod:`~hlo_go.decisions.decisions` (the action type),
+:mod:`~hlo_go.decisions.fusion` (priority-based fusion grouping),
+:mod:`~hlo_go.decisions.legality` (fusion rules and checks),
+:mod:`~hlo_go.decisions.adjacency` (CSR neighbour lists, per-graph caching).
+"""
+
+from hlo_go.decisions.adjacency import Adjacency, adjacency, build_adjacency, graph_cached
 from hlo_go.decisions.decisions import Decisions
+from hlo_go.decisions.fusion import (
+    DEFAULT_LIMITS,
+    FusionLimits,
+    candidate_edges,
+    edge_priority,
+    fusion_group_names,
+    fusion_groups,
+)
+from hlo_go.decisions.legality import (
+    CPU_EMITTER_NOT_FUSIBLE,
+    FUSIBLE_OPCODES,
+    FusionGroupError,
+    check_fusion_groups,
+    fusible_nodes,
+    graph_output_dims,
+    module_output_dims,
+)
 
-__all__ = ["Decisions"]
+__all__ = [
+    "CPU_EMITTER_NOT_FUSIBLE",
+    "DEFAULT_LIMITS",
+    "FUSIBLE_OPCODES",
+    "Adjacency",
+    "Decisions",
+    "FusionGroupError",
+    "FusionLimits",
+    "adjacency",
+    "build_adjacency",
+    "candidate_edges",
+    "check_fusion_groups",
+    "edge_priority",
+    "fusible_nodes",
+    "fusion_group_names",
+    "fusion_groups",
+    "graph_cached",
+    "graph_output_dims",
+    "module_output_dims",
+]

@@ -68,3 +68,17 @@ class Decisions(NamedTuple):
                 f"{self.placement[group[i]]}"
             )
         return self
+
+    def fusion_groups(self, graph: OpGraph, **kwargs: object) -> np.ndarray:
+        """The fusion grouping these decisions imply (:func:`hlo_go.decisions.fusion_groups`).
+
+        Args:
+          graph: the graph the decisions are for.
+          **kwargs: ``output_dims`` and ``limits``, passed on.
+
+        Returns:
+          ``int32[N]``: each node's group, named by its smallest member.
+        """
+        from hlo_go.decisions.fusion import fusion_groups
+
+        return fusion_groups(graph, self.placement, self.fusion_priority, **kwargs)  # type: ignore[arg-type]

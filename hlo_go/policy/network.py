@@ -1,0 +1,175 @@
+"""``GONetwork``: the whole GO policy network as one Flax module.
+
+For a graph whose nodes are in topological order, with ``D`` devices and
+parameters built for ``D_max ≥ D``, tasks ``t_1, t_2, t_3`` (``task_order``;
+default placement → scheduling → fusion):
+
+.. math::
+
+    h = \\mathrm{GraphSAGE}(x, o)                        \\quad \\text{node embeddings (sage)}
+
+    c = \\mathrm{Context}(h, D), \\; V = \\mathrm{Value}(c)  \\quad \\text{graph embedding, value}
+
+    (γ, β)^t = \\mathrm{FiLM}_t(c)                       \\quad \\text{per-task modulation}
+
+    z^t = \\mathrm{XL}(x^t + τ_t;\\, (γ, β)^t)           \\quad \\text{shared attention stack}
+
+    a^t_v \\sim \\mathrm{softmax}(\\mathrm{Head}_t(z^t_v) + \\mathrm{mask})  \\quad \\text{actions}
+
+    x^{t_1} = h, \\; x^{t_{k+1}} = z^{t_k} + E_{t_k}[a^{t_k}]  \\quad \\text{task recurrence}
+
+``E_t`` embeds task ``t``'s actions (device ids, or priority bins), ``τ_t`` is a
+learned task embedding, and ``XL`` is the segment-recurrent Transformer-XL stack
+of :mod:`hlo_go.policy.attention`, one set of weights for every task. Placement
+is sampled once per colocation group (:mod:`hlo_go.policy.actions`).
+
+Ablations (:class:`~hlo_go.policy.PolicyConfig`): ``attention=False`` replaces
+``XL`` by position-wise feed-forward blocks; ``modulation=False`` fixes
+``γ = β = 0``; ``task_recurrence=False`` gives every task ``x^t = h``;
+``gnn_layers`` sets the GraphSAGE depth.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import jraph
+
+from hlo_go.policy.actions import Choice, choose, choose_colocated
+from hlo_go.policy.attention import FeedForwardStack, SegmentRecurrentStack
+from hlo_go.policy.config import PolicyConfig
+from hlo_go.policy.heads import ActionHead, ValueHead
+from hlo_go.policy.modulation import FiLMGenerator, GraphContext
+from hlo_go.policy.sage import SageEncoder
+
+
+class NetworkOutput(NamedTuple):
+    """What one pass of :class:`GONetwork` decides and scores.
+
+    Attributes:
+      actions: task name -> ``int32[N]`` action per position (device id for
+        placement, bin for scheduling and fusion); padding rows are meaningless.
+      log_prob: task name -> ``float32[]`` log-probability of its actions.
+      entropy: task name -> ``float32[]`` summed entropy of its distributions.
+      value: ``float32[]`` the value head's estimate.
+    """
+
+    actions: dict[str, jnp.ndarray]
+    log_prob: dict[str, jnp.ndarray]
+    entropy: dict[str, jnp.ndarray]
+    value: jnp.ndarray
+
+
+class GONetwork(nn.Module):
+    """Encoder, graph context, shared task stack, heads and value head.
+
+    Attributes:
+      config: the policy configuration.
+      max_devices: ``D_max``, the width of the placement head.
+    """
+
+    config: PolicyConfig
+    max_devices: int
+
+    def setup(self) -> None:
+        cfg = self.config
+        d = cfg.hidden_size
+        num_tasks = len(cfg.task_order)
+        self.encoder = SageEncoder(cfg)
+        self.context = GraphContext(d, self.max_devices)
+        self.value_head = ValueHead(d)
+        if cfg.modulation:
+            self.film = FiLMGenerator(d, num_tasks, cfg.attention_layers)
+        stack = SegmentRecurrentStack if cfg.attention else FeedForwardStack
+        self.stack = stack(cfg)
+        self.task_embedding = self.param(
+            "task_embedding", nn.initializers.normal(0.02), (num_tasks, d)
+        )
+        sizes = {
+            "placement": self.max_devices,
+            "scheduling": cfg.priority_bins,
+            "fusion": cfg.priority_bins,
+        }
+        self.heads = {task: ActionHead(d, sizes[task]) for task in cfg.task_order}
+        self.action_embeddings = {
+            task: nn.Embed(sizes[task], d, embedding_init=nn.initializers.normal(0.02))
+            for task in cfg.task_order
+        }
+
+    def encode(
+        self, graphs: jraph.GraphsTuple, num_devices: jnp.ndarray
+    ) -> tuple[jnp.ndarray, jnp.ndarray]:
+        """Node embeddings ``h`` (``[N, d]``) and graph embedding ``c`` (``[d]``)."""
+        h = self.encoder(graphs)
+        return h, self.context(h, graphs.nodes["mask"], num_devices)
+
+    def value(self, graphs: jraph.GraphsTuple, num_devices: jnp.ndarray) -> jnp.ndarray:
+        """The value head's estimate ``V`` (``float32[]``)."""
+        _, context = self.encode(graphs, num_devices)
+        return self.value_head(context)
+
+    def __call__(
+        self,
+        graphs: jraph.GraphsTuple,
+        num_devices: jnp.ndarray,
+        *,
+        key: jax.Array | None = None,
+        actions: dict[str, jnp.ndarray] | None = None,
+    ) -> NetworkOutput:
+        """Decides every task in order.
+
+        Args:
+          graphs: the policy input (:class:`hlo_go.policy.PolicyInput` ``.graphs``).
+          num_devices: ``int32[]``, ``D`` (1 .. ``max_devices``).
+          key: sample the actions with this PRNG key.
+          actions: score these actions (task name -> ``int32[N]``) instead. With
+            neither ``key`` nor ``actions``, each task takes its most likely action.
+
+        Returns:
+          The :class:`NetworkOutput`.
+        """
+        cfg = self.config
+        mask = graphs.nodes["mask"]
+        group = graphs.nodes["colocation_group"]
+        h, context = self.encode(graphs, num_devices)
+        value = self.value_head(context)
+        num_tasks = len(cfg.task_order)
+        layers = max(cfg.attention_layers, 1)
+        if cfg.modulation:
+            modulation = self.film(context)
+        else:
+            modulation = jnp.zeros((num_tasks, layers, 4, cfg.hidden_size), h.dtype)
+        n = h.shape[0]
+        uniforms = (
+            jax.random.uniform(key, (num_tasks, n), h.dtype)
+            if key is not None
+            else [None] * num_tasks
+        )
+        device_valid = jnp.arange(self.max_devices) < num_devices
+        bin_valid = jnp.ones((cfg.priority_bins,), bool)
+
+        out_actions: dict[str, jnp.ndarray] = {}
+        log_prob: dict[str, jnp.ndarray] = {}
+        entropy: dict[str, jnp.ndarray] = {}
+        x = h
+        for k, task in enumerate(cfg.task_order):
+            z = self.stack(x + self.task_embedding[k], mask, modulation[k])
+            logits = self.heads[task](z)
+            given = None if actions is None else actions[task]
+            choice: Choice
+            if task == "placement":
+                choice = choose_colocated(
+                    logits, device_valid, group, mask, uniform=uniforms[k], given=given
+                )
+            else:
+                choice = choose(logits, bin_valid, mask, uniform=uniforms[k], given=given)
+            out_actions[task] = choice.action
+            log_prob[task] = choice.log_prob
+            entropy[task] = choice.entropy
+            if k + 1 < num_tasks:
+                recur = cfg.task_recurrence
+                x = z + self.action_embeddings[task](choice.action) if recur else h
+        return NetworkOutput(out_actions, log_prob, entropy, value)

@@ -1,0 +1,343 @@
+"""Calibration: fitting a device's efficiencies and launch overhead to measured kernel times.
+
+A profile of a real run (:func:`hlo_go.xla.profile_lowered`: XLA's own per-thunk trace
+events) gives the time of every kernel of an XLA-compiled module. The module's OpGraph
+gives each kernel's flops, transcendentals and bytes (XLA's HloCostAnalysis; a fusion
+counts its fused body). The simulator predicts a kernel's time as
+(:mod:`hlo_go.sim.cost_model`)::
+
+    launch + max(compute / ce[class], memory / me[class])
+
+with ``compute`` and ``memory`` the times at the device's peak rates. :func:`calibrate`
+fits ``launch`` and the per-op-class efficiencies ``ce`` and ``me`` by minimizing the
+squared log error of the predicted kernel times, each kernel weighted by its share of
+the measured time plus an equal share for all (so that large kernels set the
+efficiencies and small ones the launch overhead). The max is smoothed (a log-sum-exp)
+for the fit, and the fit runs with Adam in log space (JAX, Optax).
+
+A step is more than its kernels: the runtime spends time between thunks. The gap per
+kernel, ``(measured step − Σ predicted kernels) / kernels`` (median over the profiled
+graphs, at least 0), is added to the launch overhead, so that simulated step times on
+one device match measured ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from hlo_go.graph import DTYPE_CLASSES, OpGraph, build_graph
+from hlo_go.hlo import parse_hlo
+from hlo_go.sim.cluster import OP_CLASSES, Device
+from hlo_go.sim.cost_model import KERNEL, dtype_classes, node_kinds, op_classes
+
+
+class ProfiledGraph(NamedTuple):
+    """One measured module: its graph and the measured time of each of its kernels.
+
+    Attributes:
+      name: a label (e.g. the corpus workload).
+      graph: the OpGraph of the compiled module that ran (XLA's fusions as nodes).
+      measured_s: ``float64[N]`` seconds per node in one step; NaN for nodes without a
+        trace event (parameters, tuples, get-tuple-elements, ...).
+      step_s: measured wall time of one step (outside the profiler).
+    """
+
+    name: str
+    graph: OpGraph
+    measured_s: np.ndarray
+    step_s: float
+
+
+def profiled_graph(profile: Any, name: str = "") -> ProfiledGraph:
+    """Aligns an :class:`hlo_go.xla.InstructionProfile` with the graph of its module.
+
+    A ``while`` or ``conditional`` node's time is its own event's plus the events of
+    every instruction in the computations it calls (its body, condition or branches,
+    nested ones included): XLA's runtime traces those thunks one by one.
+
+    Args:
+      profile: from :func:`hlo_go.xla.profile_lowered`.
+      name: a label (default the module name).
+
+    Returns:
+      The :class:`ProfiledGraph`.
+    """
+    module = parse_hlo(profile.hlo_text)
+    graph = build_graph(module)
+    times = profile.instruction_s
+    measured = np.full(graph.num_nodes, np.nan)
+    for instruction, seconds in times.items():
+        node = graph.node_index.get(instruction)
+        if node is not None:
+            measured[node] = seconds
+    for instr in module.entry.instructions:
+        node = graph.node_index.get(instr.name)
+        if node is None or instr.opcode not in ("while", "conditional"):
+            continue
+        inside = 0.0
+        stack, seen = list(instr.called_computations), set()
+        while stack:
+            name_ = stack.pop()
+            if name_ in seen or name_ not in module.computations:
+                continue
+            seen.add(name_)
+            for inner in module.computations[name_].instructions:
+                inside += times.get(inner.name, 0.0)
+                stack.extend(inner.called_computations)
+        measured[node] = np.nan_to_num(measured[node]) + inside
+    return ProfiledGraph(name or profile.module_name, graph, measured, float(profile.step_s))
+
+
+# Weight of the step-time error against the kernel-time error in the fit.
+STEP_WEIGHT = 4.0
+
+
+class Calibration(NamedTuple):
+    """A fitted device and how well it fits.
+
+    Attributes:
+      device: the base device with the fitted efficiencies and launch overhead.
+      kernel_launch_s: the fitted per-kernel overhead inside the measured kernel times.
+      gap_s: the runtime's time between kernels, per kernel (added to the launch).
+      kernel_error: median absolute relative error of the fitted kernel times.
+      kernels: kernels the fit used.
+      graphs: names of the profiled graphs.
+    """
+
+    device: Device
+    kernel_launch_s: float
+    gap_s: float
+    kernel_error: float
+    kernels: int
+    graphs: tuple[str, ...]
+
+
+class _Samples(NamedTuple):
+    compute: np.ndarray  # seconds at peak rates
+    memory: np.ndarray  # seconds at peak bandwidth
+    op_class: np.ndarray
+    measured: np.ndarray
+    graph: np.ndarray  # index of the profiled graph
+
+
+def _peak_times(graph: OpGraph, device: Device) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    classes = op_classes(graph)
+    dtypes = dtype_classes(graph)
+    matrix = classes == OP_CLASSES.index("matrix")
+    rates = np.array(
+        [[device.flops_rate(c, m) for c in DTYPE_CLASSES] for m in (False, True)], dtype=np.float64
+    )
+    compute = graph.flops / rates[matrix.astype(np.int64), dtypes]
+    compute = compute + graph.transcendentals / device.transcendental_rate
+    memory = (graph.bytes_read + graph.bytes_written) / device.memory_bandwidth
+    return compute, memory, classes
+
+
+def _samples(profiles: Sequence[ProfiledGraph], device: Device) -> _Samples:
+    parts: list[tuple[np.ndarray, ...]] = []
+    for index, profile in enumerate(profiles):
+        compute, memory, classes = _peak_times(profile.graph, device)
+        keep = (node_kinds(profile.graph) == KERNEL) & (profile.measured_s > 0)
+        parts.append(
+            (
+                compute[keep],
+                memory[keep],
+                classes[keep].astype(np.int64),
+                profile.measured_s[keep],
+                np.full(int(keep.sum()), index),
+            )
+        )
+    return _Samples(*(np.concatenate(columns) for columns in zip(*parts, strict=True)))
+
+
+def _predict(samples: _Samples, launch: float, ce: np.ndarray, me: np.ndarray) -> np.ndarray:
+    return launch + np.maximum(
+        samples.compute / ce[samples.op_class], samples.memory / me[samples.op_class]
+    )
+
+
+def _fit(
+    samples: _Samples,
+    masks: np.ndarray,
+    step_s: np.ndarray,
+    subsets: np.ndarray,
+    steps: int,
+    initial_launch: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Fits ``F`` calibrations at once, fit ``f`` on the samples where ``masks[f]`` and the
+    step times of the graphs where ``subsets[f]``.
+
+    Returns:
+      ``(launch[F], ce[F, C], me[F, C])`` minimizing each fit's loss: the weighted
+      squared log error of its kernels plus ``STEP_WEIGHT`` times the mean squared log
+      error of its graphs' step times (the sum of their predicted kernels).
+    """
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    tiny = 1e-12
+    masks = np.asarray(masks, dtype=np.float64)
+    measured = samples.measured
+    share = masks * measured / np.maximum((masks * measured).sum(axis=1, keepdims=True), tiny)
+    weights = share + masks / np.maximum(masks.sum(axis=1, keepdims=True), 1.0)
+    log_compute = jnp.log(jnp.asarray(np.maximum(samples.compute, tiny)))
+    log_memory = jnp.log(jnp.asarray(np.maximum(samples.memory, tiny)))
+    cls = jnp.asarray(samples.op_class)
+    target = jnp.log(jnp.asarray(measured))
+    w = jnp.asarray(weights)
+    c = len(OP_CLASSES)
+    f = masks.shape[0]
+    graphs = int(step_s.shape[0])
+    graph_of = jnp.asarray(samples.graph)
+    log_steps = jnp.log(jnp.asarray(step_s))
+    graph_weights = jnp.asarray(subsets / np.maximum(subsets.sum(axis=1, keepdims=True), 1))
+
+    def loss(theta: Any, sharpness: Any) -> Any:
+        a = log_compute[None, :] - jnp.take_along_axis(theta["ce"], cls[None, :].repeat(f, 0), 1)
+        b = log_memory[None, :] - jnp.take_along_axis(theta["me"], cls[None, :].repeat(f, 0), 1)
+        # Smooth max of the two times, in log space; sharper as the fit goes on.
+        top = jnp.logaddexp(sharpness * a, sharpness * b) / sharpness
+        predicted = jnp.logaddexp(theta["launch"][:, None], top)  # log(launch + max)
+        kernel_loss = jnp.sum(w * (predicted - target[None, :]) ** 2)
+        per_graph = jax.vmap(lambda row: jax.ops.segment_sum(row, graph_of, graphs))(
+            jnp.exp(predicted)
+        )
+        step_error = (jnp.log(jnp.maximum(per_graph, tiny)) - log_steps[None, :]) ** 2
+        return kernel_loss + STEP_WEIGHT * jnp.sum(graph_weights * step_error)
+
+    theta = {
+        "launch": jnp.full(f, np.log(initial_launch)),
+        "ce": jnp.zeros((f, c)),
+        "me": jnp.zeros((f, c)),
+    }
+    optimizer = optax.adam(0.05)
+    state = optimizer.init(theta)
+
+    @jax.jit
+    def run(theta: Any, state: Any) -> Any:
+        def body(step: Any, carry: Any) -> Any:
+            theta, state = carry
+            sharpness = 1.0 + 19.0 * step / max(steps - 1, 1)
+            grads = jax.grad(loss)(theta, sharpness)
+            updates, state = optimizer.update(grads, state)
+            return optax.apply_updates(theta, updates), state
+
+        return jax.lax.fori_loop(0, steps, body, (theta, state))
+
+    theta, _ = run(theta, state)
+    # Classes without samples in a fit keep efficiency 1.
+    present = np.stack(
+        [np.bincount(samples.op_class[m > 0], minlength=c) > 0 for m in masks]
+    ).reshape(f, c)
+    ce = np.where(present, np.exp(np.asarray(theta["ce"])), 1.0)
+    me = np.where(present, np.exp(np.asarray(theta["me"])), 1.0)
+    return np.exp(np.asarray(theta["launch"])), ce, me
+
+
+def _calibration(
+    profiles: Sequence[ProfiledGraph],
+    samples: _Samples,
+    chosen: np.ndarray,
+    launch: float,
+    ce: np.ndarray,
+    me: np.ndarray,
+    base: Device,
+    name: str | None,
+) -> Calibration:
+    """The calibration of fitted parameters on the chosen profiles (the gap fitted here)."""
+    mask = chosen[samples.graph]
+    predicted = _predict(samples, launch, ce, me)
+    error = float(
+        np.median(np.abs(predicted[mask] - samples.measured[mask]) / samples.measured[mask])
+    )
+    gaps = []
+    for index, profile in enumerate(profiles):
+        if not chosen[index]:
+            continue
+        kernels = int(np.count_nonzero(node_kinds(profile.graph) == KERNEL))
+        if kernels:
+            predicted_step = float(predicted[samples.graph == index].sum())
+            gaps.append((profile.step_s - predicted_step) / kernels)
+    gap = max(0.0, float(np.median(gaps))) if gaps else 0.0
+    device = base.replace(
+        name=name or f"{base.name} (calibrated)",
+        launch_overhead=float(launch) + gap,
+        compute_efficiency={c: float(v) for c, v in zip(OP_CLASSES, ce, strict=True)},
+        memory_efficiency={c: float(v) for c, v in zip(OP_CLASSES, me, strict=True)},
+    )
+    return Calibration(
+        device,
+        float(launch),
+        gap,
+        error,
+        int(mask.sum()),
+        tuple(p.name for i, p in enumerate(profiles) if chosen[i]),
+    )
+
+
+def calibrate(
+    profiles: Sequence[ProfiledGraph],
+    base: Device,
+    *,
+    steps: int = 2000,
+    name: str | None = None,
+) -> Calibration:
+    """Fits a device's per-op-class efficiencies and launch overhead to measured kernels.
+
+    Args:
+      profiles: profiled graphs (:func:`profiled_graph`) measured on the device.
+      base: the device's datasheet figures (peak rates, bandwidth, capacity); the
+        calibrated device keeps them and gets fitted efficiencies and launch overhead.
+      steps: Adam steps of the fit.
+      name: the calibrated device's name (default ``base.name + " (calibrated)"``).
+
+    Returns:
+      The :class:`Calibration`.
+
+    Raises:
+      ValueError: no measured kernels.
+    """
+    return calibrate_subsets(
+        profiles, base, np.ones((1, len(profiles)), bool), steps=steps, name=name
+    )[0]
+
+
+def calibrate_subsets(
+    profiles: Sequence[ProfiledGraph],
+    base: Device,
+    subsets: np.ndarray,
+    *,
+    steps: int = 2000,
+    name: str | None = None,
+) -> list[Calibration]:
+    """Several calibrations at once, each on a subset of the profiles (e.g. leave-one-out).
+
+    Args:
+      profiles: profiled graphs.
+      base: the device's datasheet figures.
+      subsets: ``bool[F, P]``: calibration ``f`` uses the profiles where ``subsets[f]``.
+      steps: Adam steps of the fits (run together).
+      name: the calibrated devices' name.
+
+    Returns:
+      F calibrations.
+
+    Raises:
+      ValueError: a subset without measured kernels.
+    """
+    samples = _samples(profiles, base)
+    subsets = np.asarray(subsets, dtype=bool)
+    masks = subsets[:, samples.graph]
+    if samples.measured.size == 0 or not masks.any(axis=1).all():
+        raise ValueError("a calibration has no measured kernels")
+    initial = max(float(np.percentile(samples.measured, 5)), 1e-7)
+    step_s = np.array([p.step_s for p in profiles], dtype=np.float64)
+    launch, ce, me = _fit(samples, masks, step_s, subsets.astype(np.float64), steps, initial)
+    return [
+        _calibration(profiles, samples, subsets[f], launch[f], ce[f], me[f], base, name)
+        for f in range(subsets.shape[0])
+    ]

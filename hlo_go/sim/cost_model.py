@@ -1,0 +1,170 @@
+"""The kernel cost model: what one node costs on one device.
+
+A kernel (a fused group, or a node on its own) runs for::
+
+    launch_overhead + max(compute, memory)                    (a roofline)
+    compute = Σ over members of  flops / (rate · ce) + transcendentals / (trate · ce)
+    memory  = bytes / (memory_bandwidth · min over members of me)
+
+where ``rate`` is the device's FLOP/s for the member's output element type (its matrix
+units for ``dot``/``convolution``), ``trate`` its transcendental rate, and ``ce`` /
+``me`` its compute / memory efficiency for the member's op class (:func:`op_classes`).
+``bytes`` is what the kernel moves to and from memory: the members' bytes read and
+written (XLA's HloCostAnalysis counts) minus the traffic between members, which a
+fused kernel keeps in registers: a member's read of another member's output is not
+counted, nor is the write of a member whose users are all in the group.
+
+Some nodes are not kernels (:func:`node_kinds`): *views* name existing buffers
+(``tuple``, ``get-tuple-element``, ``bitcast``, ``after-all``, ``add-dependency``,
+``domain``, ``opt-barrier``) and *holders* are buffers that exist before the step
+(``parameter``, ``constant``). Unfused, they take no time and no device slot.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from hlo_go.graph import (
+    DATA_MOVEMENT_OPCODES,
+    DTYPE_CLASSES,
+    FEATURE_NAMES,
+    OPCODE_VOCAB,
+    OpGraph,
+)
+from hlo_go.hlo import ELEMENTWISE_OPCODES
+from hlo_go.sim.cluster import OP_CLASSES, Cluster
+
+# Node kinds (:func:`node_kinds`).
+KERNEL, VIEW, HOLDER = 0, 1, 2
+VIEW_OPCODES: frozenset[str] = frozenset({
+    "tuple", "get-tuple-element", "bitcast", "after-all", "add-dependency", "domain", "opt-barrier",
+})  # fmt: skip
+HOLDER_OPCODES: frozenset[str] = frozenset({"parameter", "constant"})
+
+MATRIX_OPCODES: frozenset[str] = frozenset({"dot", "convolution", "ragged-dot"})
+REDUCTION_OPCODES: frozenset[str] = frozenset({
+    "reduce", "reduce-window", "select-and-scatter", "reduce-precision",
+})  # fmt: skip
+_DATA_MOVEMENT = DATA_MOVEMENT_OPCODES | {"scatter", "iota"}
+
+
+def _class_of(name: str) -> int:
+    if name in MATRIX_OPCODES:
+        return OP_CLASSES.index("matrix")
+    if name in REDUCTION_OPCODES:
+        return OP_CLASSES.index("reduction")
+    if name in _DATA_MOVEMENT:
+        return OP_CLASSES.index("data_movement")
+    if name in ELEMENTWISE_OPCODES or name in ("constant", "fusion"):
+        return OP_CLASSES.index("elementwise")
+    return OP_CLASSES.index("other")
+
+
+_OP_CLASS = np.array([_class_of(name) for name in OPCODE_VOCAB], dtype=np.int8)
+_KIND = np.array(
+    [
+        VIEW if n in VIEW_OPCODES else HOLDER if n in HOLDER_OPCODES else KERNEL
+        for n in OPCODE_VOCAB
+    ],
+    dtype=np.int8,
+)
+_DTYPE_COLUMNS = [FEATURE_NAMES.index(f"dtype_{c}") for c in DTYPE_CLASSES]
+_FUSION_MATRIX = [FEATURE_NAMES.index("fusion_koutput"), FEATURE_NAMES.index("fusion_kcustom")]
+_FUSION_INPUT = FEATURE_NAMES.index("fusion_kinput")
+
+
+def op_classes(graph: OpGraph) -> np.ndarray:
+    """The op class of every node, an index into :data:`hlo_go.sim.OP_CLASSES`.
+
+    ``matrix``: dot, convolution (and fusions of kind kOutput/kCustom, which hold them);
+    ``reduction``: reduce, reduce-window, select-and-scatter (and kInput fusions);
+    ``data_movement``: copies, transposes, slices, broadcasts, gathers, scatters, iota;
+    ``elementwise``: elementwise ops, constants, kLoop fusions; ``other``: the rest
+    (control flow, custom calls, collectives, sort, rng, ...).
+
+    Args:
+      graph: an OpGraph.
+
+    Returns:
+      ``int8[N]``.
+    """
+    classes = _OP_CLASS[graph.opcode].copy()
+    features = graph.features
+    classes[features[:, _FUSION_INPUT] > 0] = OP_CLASSES.index("reduction")
+    classes[(features[:, _FUSION_MATRIX] > 0).any(axis=1)] = OP_CLASSES.index("matrix")
+    return classes
+
+
+def node_kinds(graph: OpGraph) -> np.ndarray:
+    """``int8[N]``: :data:`KERNEL`, :data:`VIEW` or :data:`HOLDER` per node."""
+    return _KIND[graph.opcode]
+
+
+def dtype_classes(graph: OpGraph) -> np.ndarray:
+    """``int8[N]``: each node's output element type class, an index into ``DTYPE_CLASSES``."""
+    return np.argmax(graph.features[:, _DTYPE_COLUMNS], axis=1).astype(np.int8)
+
+
+class NodeCosts(NamedTuple):
+    """Per-node costs of a graph on a cluster's devices.
+
+    Devices with equal specifications share one row (``U`` distinct specifications).
+
+    Attributes:
+      compute_s: ``float64[U, N]`` seconds of compute of each node on each specification.
+      memory_efficiency: ``float64[U, N]`` the memory efficiency of each node's op class.
+      spec: ``int64[D]`` the row of each device.
+      launch_s: ``float64[D]`` launch overhead per device.
+      bandwidth: ``float64[D]`` memory bandwidth per device (bytes/s).
+      capacity: ``float64[D]`` memory capacity per device (bytes).
+    """
+
+    compute_s: np.ndarray
+    memory_efficiency: np.ndarray
+    spec: np.ndarray
+    launch_s: np.ndarray
+    bandwidth: np.ndarray
+    capacity: np.ndarray
+
+
+def node_costs(graph: OpGraph, cluster: Cluster) -> NodeCosts:
+    """Per-node compute times and memory efficiencies of a graph on a cluster.
+
+    Args:
+      graph: an OpGraph.
+      cluster: the cluster.
+
+    Returns:
+      The :class:`NodeCosts`.
+    """
+    classes = op_classes(graph)
+    dtypes = dtype_classes(graph)
+    matrix = classes == OP_CLASSES.index("matrix")
+    specs: dict[object, int] = {}
+    spec = np.array([specs.setdefault(d, len(specs)) for d in cluster.devices], dtype=np.int64)
+    n = graph.num_nodes
+    compute = np.empty((len(specs), n), dtype=np.float64)
+    memory_eff = np.empty((len(specs), n), dtype=np.float64)
+    for device, row in specs.items():
+        rates = np.array(
+            [[device.flops_rate(c, m) for c in DTYPE_CLASSES] for m in (False, True)],
+            dtype=np.float64,
+        )
+        ce = np.array([device.compute_efficiency.get(c, 1.0) for c in OP_CLASSES])
+        me = np.array([device.memory_efficiency.get(c, 1.0) for c in OP_CLASSES])
+        rate = rates[matrix.astype(np.int64), dtypes] * ce[classes]
+        compute[row] = graph.flops / rate + graph.transcendentals / (
+            device.transcendental_rate * ce[classes]
+        )
+        memory_eff[row] = me[classes]
+    devices = cluster.devices
+    return NodeCosts(
+        compute,
+        memory_eff,
+        spec,
+        np.array([d.launch_overhead for d in devices], dtype=np.float64),
+        np.array([d.memory_bandwidth for d in devices], dtype=np.float64),
+        np.array([d.memory_capacity for d in devices], dtype=np.float64),
+    )

@@ -1,0 +1,383 @@
+"""Checking the simulator against real runs on this host: measure, calibrate, compare.
+
+``python -m hlo_go.sim.validation [NAME ...] [--variants NAME ...] [--out FILE]``
+
+1. **Measure** each corpus workload: lower its training step, compile it with XLA's
+   default pipeline and per-thunk tracing, run it on random inputs and read every
+   kernel's time (:func:`measure_workload`).
+2. **Calibrate** :data:`hlo_go.sim.presets.HOST_CORE` on the profiles
+   (:func:`hlo_go.sim.calibrate`), leaving each graph out of its own fit, and predict
+   its single-device step time by simulating its compiled graph: the relative error
+   table of step times, and its median absolute error.
+3. **Rank fusion variants** of a graph (:func:`fusion_variants`): the pre-fusion module
+   fused by :func:`hlo_go.decisions.fusion_groups` under several priorities and size
+   limits, lowered through :func:`hlo_go.xla.apply_fusion` and timed interleaved, versus
+   the simulator's prediction on the pre-fusion graph with the same groups: Kendall τ.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from hlo_go.decisions import (
+    CPU_EMITTER_NOT_FUSIBLE,
+    Decisions,
+    FusionLimits,
+    fusion_group_names,
+    fusion_groups,
+    module_output_dims,
+)
+from hlo_go.graph import OpGraph, build_graph
+from hlo_go.hlo import FrozenDict, HloComputation, HloInstruction, HloModule
+from hlo_go.sim.calibrate import Calibration, ProfiledGraph, calibrate_subsets, profiled_graph
+from hlo_go.sim.cluster import Cluster, Device
+from hlo_go.sim.cost_model import op_classes
+from hlo_go.sim.simulate import simulate
+
+
+def _log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def concrete_arguments(abstract: Any, *, seed: int = 0) -> Any:
+    """Random arrays for a tree of ``jax.ShapeDtypeStruct`` (integers in [0, 4), floats
+    N(0, 0.1), booleans fair)."""
+    import jax
+
+    rng = np.random.default_rng(seed)
+
+    def draw(spec: Any) -> np.ndarray:
+        dtype = np.dtype(spec.dtype)
+        if dtype == np.bool_:
+            return rng.random(spec.shape) < 0.5
+        if np.issubdtype(dtype, np.integer):
+            return rng.integers(0, 4, spec.shape).astype(dtype)
+        return (0.1 * rng.standard_normal(spec.shape)).astype(dtype)
+
+    return jax.tree.map(draw, abstract)
+
+
+def measure_workload(name: str, *, repeats: int = 3) -> Any:
+    """Profiles one corpus workload compiled by XLA's default pipeline on this host.
+
+    Args:
+      name: a corpus graph name.
+      repeats: timed and profiled runs (after one warm-up).
+
+    Returns:
+      The :class:`hlo_go.xla.InstructionProfile` (turn it into a graph with measured
+      kernel times with :func:`hlo_go.sim.calibrate.profiled_graph`).
+    """
+    import jax
+
+    from hlo_corpus import get_workload
+    from hlo_go.xla import profile_lowered
+
+    step, abstract = get_workload(name).make()
+    lowered = jax.jit(step).lower(*abstract)
+    return profile_lowered(lowered, concrete_arguments(abstract), repeats=repeats)
+
+
+def save_profiles(profiles: dict[str, Any], path: str | Path) -> None:
+    """Writes measured profiles (name -> InstructionProfile) to a JSON file."""
+    Path(path).write_text(json.dumps({name: p._asdict() for name, p in profiles.items()}))
+
+
+def load_profiles(path: str | Path) -> dict[str, Any]:
+    """Reads profiles written by :func:`save_profiles`."""
+    from hlo_go.xla import InstructionProfile
+
+    return {
+        name: InstructionProfile(**fields)
+        for name, fields in json.loads(Path(path).read_text()).items()
+    }
+
+
+def host_cluster(device: Device, name: str = "host-cpu-1-calibrated") -> Cluster:
+    """A one-device cluster of ``device``."""
+    return Cluster(name, (device,), (), f"this host's CPU, {device.name}")
+
+
+def predict_step(graph: OpGraph, device: Device) -> float:
+    """The simulated single-device step time of a graph (default decisions)."""
+    return simulate(graph, host_cluster(device), Decisions.default(graph)).step_time
+
+
+class StepRow(NamedTuple):
+    """Predicted vs measured step time of one graph.
+
+    Attributes:
+      name: the corpus graph.
+      kernels: kernels in its compiled module.
+      measured_s: the measured step time.
+      predicted_s: predicted by the device calibrated without this graph.
+      predicted_in_sample_s: predicted by the device calibrated on all graphs.
+    """
+
+    name: str
+    kernels: int
+    measured_s: float
+    predicted_s: float
+    predicted_in_sample_s: float
+
+    @property
+    def error(self) -> float:
+        """Relative error of the leave-one-out prediction."""
+        return (self.predicted_s - self.measured_s) / self.measured_s
+
+
+def step_table(
+    profiles: Sequence[ProfiledGraph], base: Device
+) -> tuple[list[StepRow], Calibration]:
+    """Leave-one-out step-time predictions of profiled graphs, and the calibration on all."""
+    count = len(profiles)
+    subsets = np.ones((count + 1, count), dtype=bool)
+    subsets[np.arange(count), np.arange(count)] = count == 1  # leave one out (if possible)
+    fits = calibrate_subsets(profiles, base, subsets)
+    full = fits[-1]
+    rows = [
+        StepRow(
+            profile.name,
+            int(np.count_nonzero(~np.isnan(profile.measured_s))),
+            profile.step_s,
+            predict_step(profile.graph, fits[i].device),
+            predict_step(profile.graph, full.device),
+        )
+        for i, profile in enumerate(profiles)
+    ]
+    return rows, full
+
+
+def fusion_variants(graph: OpGraph, seed: int = 0) -> dict[str, tuple[np.ndarray, FusionLimits]]:
+    """Fusion priorities and limits of the variants of one graph.
+
+    Returns:
+      name -> (fusion priority ``float32[N]``, limits): all nodes at sizes 64, 8 and 2;
+      elementwise and data-movement nodes only; a random half of the nodes; no fusion.
+    """
+    n = graph.num_nodes
+    rng = np.random.default_rng(seed)
+    classes = op_classes(graph)
+    cheap = np.isin(classes, [1, 3]).astype(np.float32)  # elementwise, data_movement
+    ones = np.ones(n, np.float32)
+    return {
+        "all, max 64": (ones, FusionLimits(max_nodes=64)),
+        "all, max 8": (ones, FusionLimits(max_nodes=8)),
+        "all, max 2": (ones, FusionLimits(max_nodes=2)),
+        "elementwise only": (cheap, FusionLimits(max_nodes=64)),
+        "random half": ((rng.random(n) < 0.5).astype(np.float32), FusionLimits(max_nodes=64)),
+        "none": (np.zeros(n, np.float32), FusionLimits()),
+    }
+
+
+def wrap_alone(module: HloModule, opcodes: frozenset[str] = CPU_EMITTER_NOT_FUSIBLE) -> HloModule:
+    """Wraps every entry instruction of the given opcodes in a fusion of its own.
+
+    XLA's CPU thunk emitter cannot emit an unfused ``scatter``; XLA's own pipeline wraps
+    it (``wrapped_scatter``, fusion kind kLoop), as this does for modules whose fusion
+    passes were replaced by ours. The simulator's cost of such a kernel is the node's.
+
+    Args:
+      module: a module (e.g. after :func:`hlo_go.xla.apply_fusion`).
+      opcodes: the opcodes to wrap.
+
+    Returns:
+      The module with those instructions replaced by one-instruction fusions.
+    """
+    entry = module.entry
+    computations = {n: c for n, c in module.computations.items() if n != entry.name}
+    new_instructions = []
+    for instr in entry.instructions:
+        if instr.opcode not in opcodes:
+            new_instructions.append(instr)
+            continue
+        comp_name = f"hlo_go_wrapped_{instr.name}"
+        operands = list(dict.fromkeys(instr.operands))
+        params = [
+            HloInstruction(
+                f"{instr.name}.param_{k}", "parameter", entry.instruction(o).shape,
+                parameter_number=k,
+            )
+            for k, o in enumerate(operands)
+        ]  # fmt: skip
+        rename = {o: p.name for o, p in zip(operands, params, strict=True)}
+        inner = instr.replace(
+            operands=tuple(rename[o] for o in instr.operands), control_predecessors=()
+        )
+        computations[comp_name] = HloComputation(comp_name, (*params, inner), inner.name)
+        new_instructions.append(
+            HloInstruction(
+                instr.name,
+                "fusion",
+                instr.shape,
+                tuple(operands),
+                FrozenDict({"kind": "kLoop", "calls": f"%{comp_name}"}),
+                control_predecessors=instr.control_predecessors,
+            )
+        )
+    computations[entry.name] = HloComputation(
+        entry.name, tuple(new_instructions), entry.root_name, entry.execution_thread
+    )
+    return HloModule(
+        module.name,
+        FrozenDict(computations),
+        entry.name,
+        module.attributes,
+        module.stack_frames,
+    )
+
+
+def kendall_tau(a: Sequence[float], b: Sequence[float]) -> float:
+    """Kendall's τ-a between two rankings (pairs tied in either count as discordant-free 0)."""
+    n = len(a)
+    total = 0
+    score = 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            total += 1
+            score += int(np.sign(a[i] - a[j]) * np.sign(b[i] - b[j]))
+    return score / total if total else float("nan")
+
+
+def measure_variants(name: str, device: Device, *, rounds: int = 3) -> list[dict[str, Any]]:
+    """Compiles fusion variants of a corpus graph, times them interleaved, predicts them.
+
+    Args:
+      name: a corpus graph.
+      device: the calibrated device to predict with.
+      rounds: interleaved timing rounds (after one warm-up round).
+
+    Returns:
+      One row per variant that compiled: name, kernels, measured and predicted seconds.
+    """
+    import jax
+
+    from hlo_corpus import get_workload
+    from hlo_go import corpus
+    from hlo_go.xla import apply_fusion, compile_replacing
+    from hlo_go.xla.timing import time_interleaved
+
+    module = corpus.load(name, "prefusion")
+    graph = build_graph(module)
+    dims = module_output_dims(module)
+    step, abstract = get_workload(name).make()
+    lowered = jax.jit(step).lower(*abstract)
+    args = concrete_arguments(abstract)
+    cluster = host_cluster(device)
+    compiled: dict[str, Any] = {}
+    predicted: dict[str, float] = {}
+    kernels: dict[str, int] = {}
+    zeros = np.zeros(graph.num_nodes, np.int32)
+    for label, (priority, limits) in fusion_variants(graph).items():
+        group = fusion_groups(graph, zeros, priority, output_dims=dims, limits=limits)
+        try:
+            fused = wrap_alone(apply_fusion(module, fusion_group_names(graph, group)))
+            executable = compile_replacing(lowered, fused)
+            jax.block_until_ready(executable(*args))
+        except Exception as error:  # e.g. an op the CPU backend cannot emit unfused
+            _log(f"{name} / {label}: skipped ({type(error).__name__}: {str(error)[:120]})")
+            continue
+        compiled[label] = executable
+        decisions = Decisions(zeros, np.zeros(graph.num_nodes, np.float32), priority)
+        result = simulate(graph, cluster, decisions, group=group)
+        predicted[label] = result.step_time
+        kernels[label] = result.num_kernels
+    timings = time_interleaved(
+        {k: (lambda f=f: jax.block_until_ready(f(*args))) for k, f in compiled.items()},
+        repeats=rounds,
+        warmup=1,
+    )
+    return [
+        {
+            "variant": label,
+            "kernels": kernels[label],
+            "measured_s": timings[label].median,
+            "predicted_s": predicted[label],
+        }
+        for label in compiled
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Measures, calibrates and compares; prints the tables and writes a JSON report."""
+    from hlo_go.sim.presets import HOST_CORE
+
+    parser = argparse.ArgumentParser(prog="python -m hlo_go.sim.validation")
+    parser.add_argument("names", nargs="*", help="corpus graphs to profile (default: small ones)")
+    parser.add_argument("--variants", nargs="*", default=None, help="graphs to rank variants of")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", default="sim_calibration.json")
+    parser.add_argument("--cache", help="JSON file of measured profiles, reused and extended")
+    args = parser.parse_args(argv)
+    names = args.names or ["rnnlm_l2_scan", "gnmt_l2_scan", "resnet_26", "inception_v3_small"]
+    variants = args.variants if args.variants is not None else names[:1]
+
+    cache = Path(args.cache) if args.cache else None
+    raw = load_profiles(cache) if cache and cache.exists() else {}
+    for name in names:
+        if name in raw:
+            continue
+        start = time.perf_counter()
+        try:
+            raw[name] = measure_workload(name, repeats=args.repeats)
+        except Exception as error:
+            _log(f"{name}: not measured ({type(error).__name__}: {str(error)[:200]})")
+            continue
+        _log(f"{name}: step {raw[name].step_s:.3f} s ({time.perf_counter() - start:.0f} s)")
+        if cache:
+            save_profiles(raw, cache)
+    profiles = [profiled_graph(raw[name], name) for name in names if name in raw]
+    rows, full = step_table(profiles, HOST_CORE)
+    errors = [abs(r.error) for r in rows]
+    print(f"calibrated on {len(profiles)} graphs, {full.kernels} kernels; kernel fit median "
+          f"|error| {full.kernel_error:.1%}; launch {full.kernel_launch_s * 1e6:.2f} us + gap "
+          f"{full.gap_s * 1e6:.2f} us")  # fmt: skip
+    print(f"{'graph':24s} {'kernels':>8s} {'measured':>10s} {'predicted':>10s} {'error':>8s}")
+    for r in rows:
+        print(
+            f"{r.name:24s} {r.kernels:8d} {r.measured_s:10.4f} {r.predicted_s:10.4f} "
+            f"{r.error:+8.1%}"
+        )
+    mae = statistics.median(errors) if errors else float("nan")
+    print(f"median |error| (leave-one-out): {mae:.1%}")
+    variant_report = {}
+    for name in variants:
+        table = measure_variants(name, full.device, rounds=args.repeats)
+        tau = kendall_tau([r["measured_s"] for r in table], [r["predicted_s"] for r in table])
+        variant_report[name] = {"rows": table, "kendall_tau": tau}
+        print(f"\nfusion variants of {name}: Kendall tau {tau:.2f}")
+        for r in table:
+            print(
+                f"  {r['variant']:18s} {r['kernels']:6d} kernels  measured {r['measured_s']:.4f}"
+                f"  predicted {r['predicted_s']:.4f}"
+            )
+    report = {
+        "device": {
+            "launch_overhead": full.device.launch_overhead,
+            "kernel_launch_s": full.kernel_launch_s,
+            "gap_s": full.gap_s,
+            "compute_efficiency": dict(full.device.compute_efficiency),
+            "memory_efficiency": dict(full.device.memory_efficiency),
+            "kernel_error": full.kernel_error,
+            "kernels": full.kernels,
+        },
+        "steps": [r._asdict() | {"error": r.error} for r in rows],
+        "median_abs_error": mae,
+        "variants": variant_report,
+    }
+    Path(args.out).write_text(json.dumps(report, indent=1))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
