@@ -6,7 +6,8 @@ Public names::
     Decisions (.default, .validate, .fusion_groups)
     fusion_groups(graph, placement, fusion_priority, ...) -> int32[N]    FusionLimits, DEFAULT_LIMITS
     edge_priority, candidate_edges, fusion_group_names
-    fusible_nodes, FUSIBLE_OPCODES, CPU_EMITTER_NOT_FUSIBLE, check_fusion_groups, FusionGroupError
+    fusible_nodes, FUSIBLE_OPCODES, CPU_EMITTER_NOT_FUSIBLE, OUTPUT_ONLY_OPCODES,
+    check_fusion_groups, FusionGroupError
     graph_output_dims, module_output_dims
     Adjacency, adjacency, build_adjacency, graph_cached
 
@@ -29,6 +30,7 @@ from hlo_go.decisions.fusion import (
 from hlo_go.decisions.legality import (
     CPU_EMITTER_NOT_FUSIBLE,
     FUSIBLE_OPCODES,
+    OUTPUT_ONLY_OPCODES,
     FusionGroupError,
     check_fusion_groups,
     fusible_nodes,
@@ -40,6 +42,7 @@ __all__ = [
     "CPU_EMITTER_NOT_FUSIBLE",
     "DEFAULT_LIMITS",
     "FUSIBLE_OPCODES",
+    "OUTPUT_ONLY_OPCODES",
     "Adjacency",
     "Decisions",
     "FusionGroupError",

@@ -13,8 +13,9 @@ The rule (as in GO, NeurIPS 2020, with XLA's legality constraints):
    visited in decreasing priority (ties: the graph's edge order, i.e. by consumer,
    then operand order).
 3. The producer's group and the consumer's group are merged when the result is legal
-   (:mod:`hlo_go.decisions.legality`): at most ``max_nodes`` members, all outputs of one
-   dimension when there are several, and no cycle created.
+   (:mod:`hlo_go.decisions.legality`): at most ``max_nodes`` members, no reduce read
+   inside its group, all outputs of one dimension when there are several, and no cycle
+   created.
 
 The cycle check is exact: a topological numbering of the groups is kept up to date
 (Pearce & Kelly's dynamic topological order, adapted to contracting an edge), so a
@@ -33,7 +34,7 @@ import numpy as np
 
 from hlo_go.decisions._jit import jit
 from hlo_go.decisions.adjacency import adjacency
-from hlo_go.decisions.legality import fusible_nodes, graph_output_dims
+from hlo_go.decisions.legality import OUTPUT_ONLY, fusible_nodes, graph_output_dims
 from hlo_go.graph import OpGraph
 
 
@@ -86,6 +87,7 @@ def candidate_edges(
     fusible = fusible_nodes(graph)
     placement = np.asarray(placement)
     keep = (priority > 0) & fusible[src] & fusible[dst] & (placement[src] == placement[dst])
+    keep &= ~OUTPUT_ONLY[graph.opcode[src]]  # a reduce never fuses into its users
     edges = np.flatnonzero(keep)
     # One int64 sort key per edge: the priority's bits, flipped so that larger priorities
     # come first, then the edge id (a stable order without a slower stable sort).
@@ -131,6 +133,7 @@ def fusion_groups(
         graph.senders,
         graph.receivers,
         edges,
+        OUTPUT_ONLY[graph.opcode],
         adj.succ_ptr,
         adj.succ,
         adj.pred_ptr,
@@ -202,6 +205,28 @@ def _merged_output_dims(
             if m == start:
                 break
     return found
+
+
+@jit
+def _feeds(
+    a: int,
+    b: int,
+    leader: np.ndarray,
+    nxt: np.ndarray,
+    dsucc_ptr: np.ndarray,
+    dsucc: np.ndarray,
+    output_only: np.ndarray,
+) -> bool:
+    """Whether an output-only member of group ``a`` has a data user in group ``b``."""
+    m = a
+    while True:
+        if output_only[m]:
+            for j in range(dsucc_ptr[m], dsucc_ptr[m + 1]):
+                if leader[dsucc[j]] == b:
+                    return True
+        m = nxt[m]
+        if m == a:
+            return False
 
 
 @jit
@@ -348,6 +373,7 @@ def _group_nodes(
     src: np.ndarray,
     dst: np.ndarray,
     order: np.ndarray,
+    output_only: np.ndarray,
     succ_ptr: np.ndarray,
     succ: np.ndarray,
     pred_ptr: np.ndarray,
@@ -368,6 +394,7 @@ def _group_nodes(
     for v in range(n):
         if v == root or dsucc_ptr[v + 1] > dsucc_ptr[v]:
             okey[v] = dims[v]
+    has_output_only = output_only.copy()  # the group holds an output-only member
     mark = np.zeros(n, np.int64)
     fwd = np.empty(n, np.int64)
     bwd = np.empty(n, np.int64)
@@ -377,6 +404,8 @@ def _group_nodes(
         a = leader[src[e]]
         b = leader[dst[e]]
         if a == b or size[a] + size[b] > max_nodes:
+            continue
+        if has_output_only[a] and _feeds(a, b, leader, nxt, dsucc_ptr, dsucc, output_only):
             continue
         ka = okey[a]
         kb = okey[b]
@@ -423,6 +452,7 @@ def _group_nodes(
         nxt[keep] = nxt[drop]
         nxt[drop] = spliced
         size[keep] += size[drop]
+        has_output_only[keep] = has_output_only[keep] or has_output_only[drop]
         t[keep] = tm
         okey[keep] = key
     smallest = np.full(n, n, np.int64)

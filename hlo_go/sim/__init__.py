@@ -9,16 +9,29 @@ Public names::
     op_classes, node_kinds, node_costs, NodeCosts          prepare, Prepared
     KERNEL, VIEW, HOLDER, VIEW_OPCODES, HOLDER_OPCODES
     HAVE_NUMBA (True when the sequential kernels run compiled by numba)
+    calibrate(profiles, base) -> Calibration   calibrate_subsets, calibrate_fused_matrix
+    profiled_graph(profile) -> ProfiledGraph   FusedCase
 
 Module by concept: :mod:`~hlo_go.sim.cluster` (device and link types),
 :mod:`~hlo_go.sim.presets` (named clusters and their sources),
 :mod:`~hlo_go.sim.loading` (TOML/JSON cluster files), :mod:`~hlo_go.sim.cost_model`
 (what a kernel costs), :mod:`~hlo_go.sim.simulate` (the semantics and the entry points),
 :mod:`~hlo_go.sim.result` (what it reports), :mod:`~hlo_go.sim.plot` (Gantt charts),
-:mod:`~hlo_go.sim.cli` (the ``hlo-go simulate`` command).
+:mod:`~hlo_go.sim.cli` (the ``hlo-go simulate`` command), :mod:`~hlo_go.sim.calibrate`
+(fitting a device to measured kernel times), :mod:`~hlo_go.sim.validation` (measuring
+this host and comparing: ``python -m hlo_go.sim.validation``).
 """
 
 from hlo_go.decisions._jit import HAVE_NUMBA
+from hlo_go.sim.calibrate import (
+    Calibration,
+    FusedCase,
+    ProfiledGraph,
+    calibrate,
+    calibrate_fused_matrix,
+    calibrate_subsets,
+    profiled_graph,
+)
 from hlo_go.sim.cluster import OP_CLASSES, Cluster, Device, Link, LinkArrays
 from hlo_go.sim.cost_model import (
     HOLDER,
@@ -45,15 +58,21 @@ __all__ = [
     "OP_CLASSES",
     "VIEW",
     "VIEW_OPCODES",
+    "Calibration",
     "Cluster",
     "ClusterFileError",
     "Device",
+    "FusedCase",
     "Link",
     "LinkArrays",
     "NodeCosts",
     "Prepared",
+    "ProfiledGraph",
     "SimResult",
     "Timeline",
+    "calibrate",
+    "calibrate_fused_matrix",
+    "calibrate_subsets",
     "cluster_from_dict",
     "cluster_to_dict",
     "get_cluster",
@@ -65,6 +84,7 @@ __all__ = [
     "op_classes",
     "plot_timeline",
     "prepare",
+    "profiled_graph",
     "simulate",
     "simulate_batch",
 ]

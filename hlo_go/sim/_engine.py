@@ -41,6 +41,8 @@ def build_kernels(
     spec: np.ndarray,
     compute_s: np.ndarray,
     memory_eff: np.ndarray,
+    fused_compute_s: np.ndarray,
+    fused_memory_eff: np.ndarray,
     bytes_read: np.ndarray,
     bytes_written: np.ndarray,
     bytes_out: np.ndarray,
@@ -115,9 +117,14 @@ def build_kernels(
             v = members[i]
             if priority[v] > prio:
                 prio = priority[v]
-            comp += compute_s[u, v]
-            if memory_eff[u, v] < meff:
-                meff = memory_eff[u, v]
+            if single:
+                comp += compute_s[u, v]
+                eff = memory_eff[u, v]
+            else:
+                comp += fused_compute_s[u, v]
+                eff = fused_memory_eff[u, v]
+            if eff < meff:
+                meff = eff
             read += bytes_read[v]
             for j in range(data_pred_ptr[v], data_pred_ptr[v + 1]):
                 if kid[data_pred[j]] == k:

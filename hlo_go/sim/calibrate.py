@@ -229,12 +229,12 @@ def _fit(
         return jax.lax.fori_loop(0, steps, body, (theta, state))
 
     theta, _ = run(theta, state)
-    # Classes without samples in a fit keep efficiency 1.
+    # Classes without samples in a fit come back as NaN (not fitted).
     present = np.stack(
         [np.bincount(samples.op_class[m > 0], minlength=c) > 0 for m in masks]
     ).reshape(f, c)
-    ce = np.where(present, np.exp(np.asarray(theta["ce"])), 1.0)
-    me = np.where(present, np.exp(np.asarray(theta["me"])), 1.0)
+    ce = np.where(present, np.exp(np.asarray(theta["ce"])), np.nan)
+    me = np.where(present, np.exp(np.asarray(theta["me"])), np.nan)
     return np.exp(np.asarray(theta["launch"])), ce, me
 
 
@@ -250,7 +250,7 @@ def _calibration(
 ) -> Calibration:
     """The calibration of fitted parameters on the chosen profiles (the gap fitted here)."""
     mask = chosen[samples.graph]
-    predicted = _predict(samples, launch, ce, me)
+    predicted = _predict(samples, launch, np.nan_to_num(ce, nan=1.0), np.nan_to_num(me, nan=1.0))
     error = float(
         np.median(np.abs(predicted[mask] - samples.measured[mask]) / samples.measured[mask])
     )
@@ -266,8 +266,12 @@ def _calibration(
     device = base.replace(
         name=name or f"{base.name} (calibrated)",
         launch_overhead=float(launch) + gap,
-        compute_efficiency={c: float(v) for c, v in zip(OP_CLASSES, ce, strict=True)},
-        memory_efficiency={c: float(v) for c, v in zip(OP_CLASSES, me, strict=True)},
+        compute_efficiency={
+            c: float(v) for c, v in zip(OP_CLASSES, ce, strict=True) if np.isfinite(v)
+        },
+        memory_efficiency={
+            c: float(v) for c, v in zip(OP_CLASSES, me, strict=True) if np.isfinite(v)
+        },
     )
     return Calibration(
         device,
@@ -341,3 +345,72 @@ def calibrate_subsets(
         _calibration(profiles, samples, subsets[f], launch[f], ce[f], me[f], base, name)
         for f in range(subsets.shape[0])
     ]
+
+
+class FusedCase(NamedTuple):
+    """One measured fusion variant of a graph, for :func:`calibrate_fused_matrix`.
+
+    Attributes:
+      graph: the pre-fusion graph.
+      group: ``int[N]`` the fusion grouping that was compiled.
+      measured_s: its measured step time.
+    """
+
+    graph: OpGraph
+    group: np.ndarray
+    measured_s: float
+
+
+def calibrate_fused_matrix(
+    cases: Sequence[FusedCase], device: Device, *, grid: np.ndarray | None = None
+) -> tuple[Device, float]:
+    """Fits the ``fused_matrix`` compute efficiency to measured step times of fusion variants.
+
+    Matrix ops fused with other nodes never occur in XLA's own CPU compiles (its dots
+    stay library calls), so the per-kernel fit cannot see them; variants compiled from
+    :func:`hlo_go.decisions.fusion_groups` can. A one-parameter search on a log grid
+    minimizes the squared log error of the simulated single-device step times.
+
+    Args:
+      cases: measured variants (with and without fused matrix ops).
+      device: the calibrated device (its other figures are kept).
+      grid: candidate efficiencies (default 1e-4 .. 10, 81 points).
+
+    Returns:
+      ``(device with the fitted efficiency, the median absolute relative error)``;
+      ``(device, nan)`` unchanged when no case fuses a matrix op.
+    """
+    from hlo_go.decisions import Decisions
+    from hlo_go.sim.cluster import Cluster
+    from hlo_go.sim.simulate import simulate
+
+    matrix = OP_CLASSES.index("matrix")
+
+    def fuses_matrix(case: FusedCase) -> bool:
+        sizes = np.bincount(case.group, minlength=case.graph.num_nodes)[case.group]
+        return bool(((op_classes(case.graph) == matrix) & (sizes > 1)).any())
+
+    if not any(fuses_matrix(case) for case in cases):
+        return device, float("nan")  # nothing to fit: the matrix efficiency stands in
+    grid = np.logspace(-4, 1, 81) if grid is None else np.asarray(grid)
+    best: tuple[float, float, Device] | None = None
+    for value in grid.tolist():
+        candidate = device.replace(
+            compute_efficiency={**device.compute_efficiency, "fused_matrix": value},
+            memory_efficiency={
+                **device.memory_efficiency,
+                "fused_matrix": device.memory_efficiency.get("matrix", 1.0),
+            },
+        )
+        cluster = Cluster("fit", (candidate,))
+        errors = []
+        for case in cases:
+            decisions = Decisions.default(case.graph)
+            predicted = simulate(case.graph, cluster, decisions, group=case.group).step_time
+            errors.append(np.log(predicted / case.measured_s))
+        loss = float(np.mean(np.square(errors)))
+        if best is None or loss < best[0]:
+            median = float(np.median(np.abs(np.expm1(errors))))
+            best = (loss, median, candidate)
+    assert best is not None
+    return best[2], best[1]

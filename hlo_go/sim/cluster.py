@@ -17,8 +17,17 @@ import numpy as np
 from hlo_go.graph import DTYPE_CLASSES
 from hlo_go.hlo import FrozenDict
 
-# Operation classes the efficiencies are given per (see :func:`hlo_go.sim.op_classes`).
-OP_CLASSES: tuple[str, ...] = ("matrix", "elementwise", "reduction", "data_movement", "other")
+# Operation classes the efficiencies are given per (see :func:`hlo_go.sim.op_classes`);
+# "fused_matrix" is a matrix op inside a fused group of two or more nodes, which may lose
+# its library kernel (on XLA:CPU a dot in a loop fusion is emitted as plain loops).
+OP_CLASSES: tuple[str, ...] = (
+    "matrix",
+    "elementwise",
+    "reduction",
+    "data_movement",
+    "other",
+    "fused_matrix",
+)
 
 
 def _frozen(mapping: Mapping[str, float] | None, what: str, keys: tuple[str, ...]) -> FrozenDict:
@@ -49,9 +58,10 @@ class Device:
       transcendentals_per_s: transcendental functions (exp, log, tanh, ...) per second;
         0 means ``peak_flops["f32"] / 4``.
       compute_efficiency: per op class (:data:`OP_CLASSES`), the fraction of peak FLOP/s
-        kernels of that class achieve (missing: 1).
+        kernels of that class achieve (missing: 1; a missing ``fused_matrix`` takes
+        ``matrix``'s value).
       memory_efficiency: per op class, the fraction of memory bandwidth they achieve
-        (missing: 1).
+        (missing: as for ``compute_efficiency``).
     """
 
     name: str
@@ -85,6 +95,18 @@ class Device:
             value = getattr(self, name)
             if not isinstance(value, int | float) or not value >= 0:
                 raise ValueError(f"{what}: {name} must be a number >= 0, got {value!r}")
+
+    def efficiencies(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(compute, memory)`` efficiencies as ``float64[len(OP_CLASSES)]`` arrays, with
+        the documented defaults filled in."""
+        out = []
+        for table in (self.compute_efficiency, self.memory_efficiency):
+            values = [table.get(c, 1.0) for c in OP_CLASSES]
+            values[OP_CLASSES.index("fused_matrix")] = table.get(
+                "fused_matrix", table.get("matrix", 1.0)
+            )
+            out.append(np.array(values, dtype=np.float64))
+        return out[0], out[1]
 
     def flops_rate(self, dtype_class: str, matrix: bool) -> float:
         """Peak FLOP/s for one element type class, on the matrix or the vector units."""

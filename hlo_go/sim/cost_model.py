@@ -3,12 +3,13 @@
 A kernel (a fused group, or a node on its own) runs for::
 
     launch_overhead + max(compute, memory)                    (a roofline)
-    compute = Σ over members of  flops / (rate · ce) + transcendentals / (trate · ce)
+    compute = Σ over members of  (flops / rate + transcendentals / trate) / ce
     memory  = bytes / (memory_bandwidth · min over members of me)
 
 where ``rate`` is the device's FLOP/s for the member's output element type (its matrix
 units for ``dot``/``convolution``), ``trate`` its transcendental rate, and ``ce`` /
-``me`` its compute / memory efficiency for the member's op class (:func:`op_classes`).
+``me`` its compute / memory efficiency for the member's op class (:func:`op_classes`;
+a matrix op in a group of two or more nodes uses the ``fused_matrix`` class).
 ``bytes`` is what the kernel moves to and from memory: the members' bytes read and
 written (XLA's HloCostAnalysis counts) minus the traffic between members, which a
 fused kernel keeps in registers: a member's read of another member's output is not
@@ -115,6 +116,9 @@ class NodeCosts(NamedTuple):
     Attributes:
       compute_s: ``float64[U, N]`` seconds of compute of each node on each specification.
       memory_efficiency: ``float64[U, N]`` the memory efficiency of each node's op class.
+      fused_compute_s: ``float64[U, N]`` as ``compute_s`` for a node inside a fused group
+        (differs for matrix ops: the ``fused_matrix`` efficiency).
+      fused_memory_efficiency: ``float64[U, N]`` likewise.
       spec: ``int64[D]`` the row of each device.
       launch_s: ``float64[D]`` launch overhead per device.
       bandwidth: ``float64[D]`` memory bandwidth per device (bytes/s).
@@ -123,6 +127,8 @@ class NodeCosts(NamedTuple):
 
     compute_s: np.ndarray
     memory_efficiency: np.ndarray
+    fused_compute_s: np.ndarray
+    fused_memory_efficiency: np.ndarray
     spec: np.ndarray
     launch_s: np.ndarray
     bandwidth: np.ndarray
@@ -145,24 +151,28 @@ def node_costs(graph: OpGraph, cluster: Cluster) -> NodeCosts:
     specs: dict[object, int] = {}
     spec = np.array([specs.setdefault(d, len(specs)) for d in cluster.devices], dtype=np.int64)
     n = graph.num_nodes
-    compute = np.empty((len(specs), n), dtype=np.float64)
-    memory_eff = np.empty((len(specs), n), dtype=np.float64)
+    fused_classes = np.where(matrix, OP_CLASSES.index("fused_matrix"), classes)
+    shape = (len(specs), n)
+    compute, memory_eff = np.empty(shape), np.empty(shape)
+    fused_compute, fused_memory_eff = np.empty(shape), np.empty(shape)
     for device, row in specs.items():
         rates = np.array(
             [[device.flops_rate(c, m) for c in DTYPE_CLASSES] for m in (False, True)],
             dtype=np.float64,
         )
-        ce = np.array([device.compute_efficiency.get(c, 1.0) for c in OP_CLASSES])
-        me = np.array([device.memory_efficiency.get(c, 1.0) for c in OP_CLASSES])
-        rate = rates[matrix.astype(np.int64), dtypes] * ce[classes]
-        compute[row] = graph.flops / rate + graph.transcendentals / (
-            device.transcendental_rate * ce[classes]
-        )
+        ce, me = device.efficiencies()
+        peak_s = graph.flops / rates[matrix.astype(np.int64), dtypes]
+        transcendental_s = graph.transcendentals / device.transcendental_rate
+        compute[row] = (peak_s + transcendental_s) / ce[classes]
+        fused_compute[row] = (peak_s + transcendental_s) / ce[fused_classes]
         memory_eff[row] = me[classes]
+        fused_memory_eff[row] = me[fused_classes]
     devices = cluster.devices
     return NodeCosts(
         compute,
         memory_eff,
+        fused_compute,
+        fused_memory_eff,
         spec,
         np.array([d.launch_overhead for d in devices], dtype=np.float64),
         np.array([d.memory_bandwidth for d in devices], dtype=np.float64),

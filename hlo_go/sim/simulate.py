@@ -222,6 +222,8 @@ def _run(
         costs.spec,
         costs.compute_s,
         costs.memory_efficiency,
+        costs.fused_compute_s,
+        costs.fused_memory_efficiency,
         prepared.bytes_read,
         prepared.bytes_written,
         prepared.bytes_out,

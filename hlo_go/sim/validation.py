@@ -38,8 +38,15 @@ from hlo_go.decisions import (
 )
 from hlo_go.graph import OpGraph, build_graph
 from hlo_go.hlo import FrozenDict, HloComputation, HloInstruction, HloModule
-from hlo_go.sim.calibrate import Calibration, ProfiledGraph, calibrate_subsets, profiled_graph
-from hlo_go.sim.cluster import Cluster, Device
+from hlo_go.sim.calibrate import (
+    Calibration,
+    FusedCase,
+    ProfiledGraph,
+    calibrate_fused_matrix,
+    calibrate_subsets,
+    profiled_graph,
+)
+from hlo_go.sim.cluster import OP_CLASSES, Cluster, Device
 from hlo_go.sim.cost_model import op_classes
 from hlo_go.sim.simulate import simulate
 
@@ -157,26 +164,43 @@ def step_table(
     return rows, full
 
 
-def fusion_variants(graph: OpGraph, seed: int = 0) -> dict[str, tuple[np.ndarray, FusionLimits]]:
+def fusion_variants(
+    graph: OpGraph, *, with_matrix: bool = False, seed: int = 0
+) -> dict[str, tuple[np.ndarray, FusionLimits]]:
     """Fusion priorities and limits of the variants of one graph.
 
+    Matrix ops (dot, convolution) keep priority 0 except in the ``with matrix`` variant:
+    on XLA:CPU a dot fused into a loop fusion loses its library kernel and runs 10-100x
+    slower, so those variants take long to time.
+
+    Args:
+      graph: the pre-fusion graph.
+      with_matrix: add the ``with matrix, max 8`` variant (everything may fuse).
+      seed: the random variant's seed.
+
     Returns:
-      name -> (fusion priority ``float32[N]``, limits): all nodes at sizes 64, 8 and 2;
-      elementwise and data-movement nodes only; a random half of the nodes; no fusion.
+      name -> (fusion priority ``float32[N]``, limits): all non-matrix nodes at sizes
+      64, 8 and 2; elementwise and data-movement nodes only; a random half of the
+      non-matrix nodes; no fusion; optionally everything at size 8.
     """
     n = graph.num_nodes
     rng = np.random.default_rng(seed)
     classes = op_classes(graph)
-    cheap = np.isin(classes, [1, 3]).astype(np.float32)  # elementwise, data_movement
-    ones = np.ones(n, np.float32)
-    return {
-        "all, max 64": (ones, FusionLimits(max_nodes=64)),
-        "all, max 8": (ones, FusionLimits(max_nodes=8)),
-        "all, max 2": (ones, FusionLimits(max_nodes=2)),
+    not_matrix = (classes != OP_CLASSES.index("matrix")).astype(np.float32)
+    cheap = np.isin(
+        classes, [OP_CLASSES.index("elementwise"), OP_CLASSES.index("data_movement")]
+    ).astype(np.float32)
+    variants = {
+        "all, max 64": (not_matrix, FusionLimits(max_nodes=64)),
+        "all, max 8": (not_matrix, FusionLimits(max_nodes=8)),
+        "all, max 2": (not_matrix, FusionLimits(max_nodes=2)),
         "elementwise only": (cheap, FusionLimits(max_nodes=64)),
-        "random half": ((rng.random(n) < 0.5).astype(np.float32), FusionLimits(max_nodes=64)),
+        "random half": (not_matrix * (rng.random(n) < 0.5), FusionLimits(max_nodes=64)),
         "none": (np.zeros(n, np.float32), FusionLimits()),
     }
+    if with_matrix:
+        variants["with matrix, max 8"] = (np.ones(n, np.float32), FusionLimits(max_nodes=8))
+    return variants
 
 
 def wrap_alone(module: HloModule, opcodes: frozenset[str] = CPU_EMITTER_NOT_FUSIBLE) -> HloModule:
@@ -248,16 +272,34 @@ def kendall_tau(a: Sequence[float], b: Sequence[float]) -> float:
     return score / total if total else float("nan")
 
 
-def measure_variants(name: str, device: Device, *, rounds: int = 3) -> list[dict[str, Any]]:
-    """Compiles fusion variants of a corpus graph, times them interleaved, predicts them.
+class Variant(NamedTuple):
+    """One compiled and timed fusion variant of a corpus graph.
+
+    Attributes:
+      graph_name: the corpus graph.
+      variant: the variant's name (:func:`fusion_variants`).
+      group: ``int32[N]`` the grouping compiled (labels of the pre-fusion graph's nodes).
+      measured_s: median step time over the interleaved rounds.
+    """
+
+    graph_name: str
+    variant: str
+    group: np.ndarray
+    measured_s: float
+
+
+def measure_variants(
+    name: str, *, rounds: int = 3, with_matrix: bool = False
+) -> tuple[OpGraph, list[Variant]]:
+    """Compiles the fusion variants of a corpus graph and times them interleaved.
 
     Args:
       name: a corpus graph.
-      device: the calibrated device to predict with.
       rounds: interleaved timing rounds (after one warm-up round).
+      with_matrix: include the variant that fuses matrix ops (slow on CPU).
 
     Returns:
-      One row per variant that compiled: name, kernels, measured and predicted seconds.
+      ``(pre-fusion graph, one Variant per variant that compiled)``.
     """
     import jax
 
@@ -272,39 +314,46 @@ def measure_variants(name: str, device: Device, *, rounds: int = 3) -> list[dict
     step, abstract = get_workload(name).make()
     lowered = jax.jit(step).lower(*abstract)
     args = concrete_arguments(abstract)
-    cluster = host_cluster(device)
     compiled: dict[str, Any] = {}
-    predicted: dict[str, float] = {}
-    kernels: dict[str, int] = {}
+    groups: dict[str, np.ndarray] = {}
     zeros = np.zeros(graph.num_nodes, np.int32)
-    for label, (priority, limits) in fusion_variants(graph).items():
+    for label, (priority, limits) in fusion_variants(graph, with_matrix=with_matrix).items():
         group = fusion_groups(graph, zeros, priority, output_dims=dims, limits=limits)
         try:
             fused = wrap_alone(apply_fusion(module, fusion_group_names(graph, group)))
             executable = compile_replacing(lowered, fused)
             jax.block_until_ready(executable(*args))
-        except Exception as error:  # e.g. an op the CPU backend cannot emit unfused
+        except Exception as error:  # a lowering the CPU backend refuses
             _log(f"{name} / {label}: skipped ({type(error).__name__}: {str(error)[:120]})")
             continue
         compiled[label] = executable
-        decisions = Decisions(zeros, np.zeros(graph.num_nodes, np.float32), priority)
-        result = simulate(graph, cluster, decisions, group=group)
-        predicted[label] = result.step_time
-        kernels[label] = result.num_kernels
+        groups[label] = group
     timings = time_interleaved(
         {k: (lambda f=f: jax.block_until_ready(f(*args))) for k, f in compiled.items()},
         repeats=rounds,
         warmup=1,
     )
-    return [
-        {
-            "variant": label,
-            "kernels": kernels[label],
-            "measured_s": timings[label].median,
-            "predicted_s": predicted[label],
-        }
-        for label in compiled
-    ]
+    return graph, [Variant(name, k, groups[k], timings[k].median) for k in compiled]
+
+
+def variant_table(
+    graph: OpGraph, variants: Sequence[Variant], device: Device
+) -> tuple[list[dict[str, Any]], float]:
+    """Predicted vs measured step times of a graph's variants, and their Kendall τ."""
+    cluster = host_cluster(device)
+    rows = []
+    for v in variants:
+        result = simulate(graph, cluster, Decisions.default(graph), group=v.group)
+        rows.append(
+            {
+                "variant": v.variant,
+                "kernels": result.num_kernels,
+                "measured_s": v.measured_s,
+                "predicted_s": result.step_time,
+            }
+        )
+    tau = kendall_tau([r["measured_s"] for r in rows], [r["predicted_s"] for r in rows])
+    return rows, tau
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -314,6 +363,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hlo_go.sim.validation")
     parser.add_argument("names", nargs="*", help="corpus graphs to profile (default: small ones)")
     parser.add_argument("--variants", nargs="*", default=None, help="graphs to rank variants of")
+    parser.add_argument(
+        "--matrix-variants",
+        nargs="*",
+        default=[],
+        help="of those, graphs that also get the (slow) variant fusing matrix ops",
+    )
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", default="sim_calibration.json")
     parser.add_argument("--cache", help="JSON file of measured profiles, reused and extended")
@@ -349,10 +404,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     mae = statistics.median(errors) if errors else float("nan")
     print(f"median |error| (leave-one-out): {mae:.1%}")
-    variant_report = {}
+    measured_variants: dict[str, tuple[OpGraph, list[Variant]]] = {}
     for name in variants:
-        table = measure_variants(name, full.device, rounds=args.repeats)
-        tau = kendall_tau([r["measured_s"] for r in table], [r["predicted_s"] for r in table])
+        start = time.perf_counter()
+        graph, measured = measure_variants(
+            name, rounds=args.repeats, with_matrix=name in args.matrix_variants
+        )
+        measured_variants[name] = (graph, measured)
+        _log(
+            f"{name}: {len(measured)} variants ({time.perf_counter() - start:.0f} s): "
+            + ", ".join(f"{v.variant} {v.measured_s:.3f} s" for v in measured)
+        )
+    variant_report = {}
+    for name, (graph, measured) in measured_variants.items():
+        # fused_matrix is fitted on the other graphs' variants (all of them if only one).
+        others = [
+            FusedCase(g, v.group, v.measured_s)
+            for other, (g, vs) in measured_variants.items()
+            if other != name or len(measured_variants) == 1
+            for v in vs
+        ]
+        device, _ = calibrate_fused_matrix(others, full.device)
+        table, tau = variant_table(graph, measured, device)
         variant_report[name] = {"rows": table, "kendall_tau": tau}
         print(f"\nfusion variants of {name}: Kendall tau {tau:.2f}")
         for r in table:
@@ -360,13 +433,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"  {r['variant']:18s} {r['kernels']:6d} kernels  measured {r['measured_s']:.4f}"
                 f"  predicted {r['predicted_s']:.4f}"
             )
+    if measured_variants:
+        all_cases = [
+            FusedCase(g, v.group, v.measured_s) for g, vs in measured_variants.values() for v in vs
+        ]
+        final_device, fused_error = calibrate_fused_matrix(all_cases, full.device)
+    else:
+        final_device, fused_error = full.device, float("nan")
     report = {
         "device": {
-            "launch_overhead": full.device.launch_overhead,
+            "launch_overhead": final_device.launch_overhead,
             "kernel_launch_s": full.kernel_launch_s,
             "gap_s": full.gap_s,
-            "compute_efficiency": dict(full.device.compute_efficiency),
-            "memory_efficiency": dict(full.device.memory_efficiency),
+            "compute_efficiency": dict(final_device.compute_efficiency),
+            "memory_efficiency": dict(final_device.memory_efficiency),
+            "fused_matrix_step_error": fused_error,
             "kernel_error": full.kernel_error,
             "kernels": full.kernels,
         },

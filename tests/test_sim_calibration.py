@@ -1,0 +1,157 @@
+"""Tests of the simulator's calibration (hlo_go.sim.calibrate, hlo_go.sim.validation) on
+synthetic measurements: what a known device would have measured must be fitted back."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hlo_go.decisions import Decisions
+from hlo_go.graph import build_graph
+from hlo_go.hlo import parse_hlo
+from hlo_go.sim import Cluster, Device, simulate
+from hlo_go.sim.calibrate import (
+    FusedCase,
+    ProfiledGraph,
+    calibrate,
+    calibrate_fused_matrix,
+    profiled_graph,
+)
+from hlo_go.sim.validation import kendall_tau, wrap_alone
+from hlo_go.xla import InstructionProfile
+
+BASE = Device(
+    "base",
+    peak_flops={"f32": 1e10},
+    memory_bandwidth=1e10,
+    memory_capacity=1e12,
+    launch_overhead=0.0,
+    transcendentals_per_s=1e9,
+)
+
+
+def _module(size: int) -> str:
+    return f"""HloModule m{size}
+ENTRY e {{
+  p = f32[{size},{size}] parameter(0)
+  q = f32[{size},{size}] parameter(1)
+  d = f32[{size},{size}] dot(p, q), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  a = f32[{size},{size}] add(d, p)
+  t = f32[{size},{size}] tanh(a)
+  c = f32[{size},{size}] copy(t)
+  ROOT r = f32[{size},{size}] multiply(c, q)
+}}
+"""
+
+
+def _synthetic(truth: Device, sizes: list[int]) -> list[ProfiledGraph]:
+    """Profiles as ``truth`` would measure them: each kernel's simulated time."""
+    profiles = []
+    for size in sizes:
+        graph = build_graph(parse_hlo(_module(size)))
+        result = simulate(graph, Cluster("t", (truth,)), Decisions.default(graph))
+        timeline = result.timeline
+        measured = np.full(graph.num_nodes, np.nan)
+        launched = ~timeline.kernel_free[timeline.node_kernel]
+        kernel = timeline.node_kernel[launched]
+        measured[launched] = timeline.kernel_end[kernel] - timeline.kernel_start[kernel]
+        profiles.append(ProfiledGraph(f"m{size}", graph, measured, result.step_time))
+    return profiles
+
+
+def test_calibration_recovers_a_known_device():
+    truth = BASE.replace(
+        launch_overhead=2e-6,
+        compute_efficiency={"matrix": 0.5, "elementwise": 0.25},
+        memory_efficiency={"elementwise": 0.5, "data_movement": 0.8},
+    )
+    profiles = _synthetic(truth, [16, 64, 128, 256, 512, 1024])
+    fit = calibrate(profiles, BASE, steps=1500)
+    assert fit.kernel_error < 0.05
+    assert fit.device.launch_overhead == pytest.approx(2e-6, rel=0.2)
+    assert fit.device.compute_efficiency["matrix"] == pytest.approx(0.5, rel=0.1)
+    for profile in profiles:
+        predicted = simulate(
+            profile.graph, Cluster("fit", (fit.device,)), Decisions.default(profile.graph)
+        ).step_time
+        assert predicted == pytest.approx(profile.step_s, rel=0.05)
+    # Classes never measured are left out (defaults apply).
+    assert "reduction" not in fit.device.compute_efficiency
+
+
+def test_fused_matrix_efficiency_is_fitted_from_variants():
+    truth = BASE.replace(compute_efficiency={"matrix": 1.0, "fused_matrix": 0.01})
+    cases = []
+    for size in (64, 256):
+        graph = build_graph(parse_hlo(_module(size)))
+        cluster = Cluster("t", (truth,))
+        for group in (np.arange(graph.num_nodes), np.array([0, 1, 2, 2, 2, 2, 2])):
+            result = simulate(graph, cluster, Decisions.default(graph), group=group)
+            cases.append(FusedCase(graph, group, result.step_time))
+    device, error = calibrate_fused_matrix(cases, BASE.replace(compute_efficiency={"matrix": 1.0}))
+    assert device.compute_efficiency["fused_matrix"] == pytest.approx(0.01, rel=0.1)
+    assert error < 0.05
+    unfused = [c for c in cases if np.unique(c.group).size == c.graph.num_nodes]
+    same, nan = calibrate_fused_matrix(unfused, BASE)
+    assert same is BASE and np.isnan(nan)
+
+
+def test_loop_bodies_count_toward_their_while_node():
+    text = """HloModule loop
+cond {
+  s = (s32[], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(3)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+body {
+  s = (s32[], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  x = f32[4] get-tuple-element(s), index=1
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  y = f32[4] exponential(x)
+  ROOT out = (s32[], f32[4]) tuple(j, y)
+}
+ENTRY e {
+  p = f32[4] parameter(0)
+  zero = s32[] constant(0)
+  init = (s32[], f32[4]) tuple(zero, p)
+  w = (s32[], f32[4]) while(init), condition=cond, body=body
+  ROOT r = f32[4] get-tuple-element(w), index=1
+}
+"""
+    profile = InstructionProfile("loop", {"w": 1e-6, "y": 3e-6, "j": 1e-6, "lt": 2e-6}, 1e-5, 3, text)
+    profiled = profiled_graph(profile)
+    assert profiled.measured_s[profiled.graph.node_index["w"]] == pytest.approx(7e-6)
+    assert np.isnan(profiled.measured_s[profiled.graph.node_index["p"]])
+
+
+def test_kendall_tau():
+    assert kendall_tau([1, 2, 3], [10, 20, 30]) == 1
+    assert kendall_tau([1, 2, 3], [30, 20, 10]) == -1
+    assert kendall_tau([1, 2, 3, 4], [1, 2, 4, 3]) == pytest.approx(4 / 6)
+
+
+def test_wrap_alone_makes_scatter_its_own_fusion():
+    from hlo_go.xla import xla_accepts
+
+    text = """HloModule s
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] add(a, b)
+}
+ENTRY e {
+  operand = f32[8,4] parameter(0)
+  indices = s32[2,1] parameter(1)
+  updates = f32[2,4] parameter(2)
+  ROOT s = f32[8,4] scatter(operand, indices, updates), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
+}
+"""
+    wrapped = wrap_alone(parse_hlo(text))
+    root = wrapped.entry.root
+    assert root.opcode == "fusion" and root.name == "s"
+    assert wrapped.computations[root.attributes["calls"].lstrip("%")].root.opcode == "scatter"
+    accepted, message = xla_accepts(wrapped.to_text())
+    assert accepted, message
