@@ -206,3 +206,23 @@ def test_instructions_are_immutable() -> None:
     with pytest.raises(TypeError):
         instr.metadata["op_name"] = "x"  # type: ignore[index]
     assert instr.replace(name="k2").name == "k2"
+
+
+def test_modules_and_graphs_pickle() -> None:
+    """Parsed modules (FrozenDict attributes included) and their graphs survive pickling,
+    so they can be sent to worker processes and cached."""
+    import pickle
+
+    from hlo_go.examples import example_path
+    from hlo_go.graph import build_graph
+    from hlo_go.hlo import FrozenDict, load_hlo
+
+    module = load_hlo(example_path())
+    again = pickle.loads(pickle.dumps(module))
+    assert again == module
+    assert again.to_text() == module.to_text()
+    assert isinstance(next(iter(again.entry.instructions)).attributes, FrozenDict)
+    graph = build_graph(module)
+    assert pickle.loads(pickle.dumps(graph)).num_nodes == graph.num_nodes
+    with pytest.raises(TypeError):
+        again.entry.instructions[-1].attributes["x"] = 1  # still frozen after a round trip

@@ -38,6 +38,11 @@ class FrozenDict(dict[K, V]):
     def __repr__(self) -> str:
         return f"FrozenDict({dict.__repr__(self)})"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickle by value (the default dict protocol would call the refused __setitem__),
+        # so modules and graphs can cross process boundaries (multiprocessing, caches).
+        return (FrozenDict, (dict(self),))
+
 
 EMPTY: FrozenDict[Any, Any] = FrozenDict()
 
