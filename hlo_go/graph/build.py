@@ -222,5 +222,6 @@ def build_graph(
         colocation_group=_readonly(colocation_groups(opcode, first_operand, topo_order)),
         root=flat.root,
         module_name=module.name,
+        op_names=tuple(str(i.metadata.get("op_name", "")) for i in flat.instructions),
     )
     return graph.validate() if validate else graph

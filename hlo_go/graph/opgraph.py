@@ -52,6 +52,10 @@ class OpGraph(NamedTuple):
         free to go anywhere has its own id (rules in :mod:`hlo_go.graph.colocation`).
       root: node id of the entry computation's root.
       module_name: the HLO module's name.
+      op_names: ``N`` ``metadata={op_name=...}`` strings (the framework scope path of each
+        node, e.g. ``"jit(f)/transpose(jvp(Model))/block_0/dot_general"``; ``""`` where
+        the instruction has none), or ``()`` for a graph built without them. Used by
+        placement heuristics that follow the model's layer structure.
     """
 
     names: tuple[str, ...]
@@ -73,6 +77,7 @@ class OpGraph(NamedTuple):
     colocation_group: np.ndarray
     root: int
     module_name: str = ""
+    op_names: tuple[str, ...] = ()
 
     @property
     def num_nodes(self) -> int:
@@ -225,6 +230,9 @@ def _validate(graph: OpGraph) -> None:
                 f"{kind} edge {graph.names[src[i]]!r} -> {graph.names[dst[i]]!r} goes backward "
                 "in topo_order (the graph has a cycle, or topo_order is wrong)"
             )
+
+    if len(graph.op_names) not in (0, n):
+        _fail(f"op_names has {len(graph.op_names)} entries, expected 0 or {n}")
 
     group = graph.colocation_group
     if n and (group.min() < 0 or group.max() >= n):
