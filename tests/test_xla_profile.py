@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import pytest
 
 from hlo_go.hlo import parse_hlo
 from hlo_go.xla import profile_lowered
@@ -21,3 +22,40 @@ def test_profile_names_entry_instructions_and_times_are_plausible() -> None:
     assert all(t > 0 for t in profile.instruction_s.values())
     # Instructions run inside one call: their sum cannot exceed the calls' wall time by much.
     assert sum(profile.instruction_s.values()) < 20 * profile.step_s
+
+
+def test_shared_durations_split_overlaps_by_processor_share() -> None:
+    from hlo_go.xla.profile import shared_durations
+
+    # A [0,4), B [1,3), C [2,6): [0,1) A alone; [1,2) A,B; [2,3) A,B,C; [3,4) A,C; [4,6) C.
+    a, b, c = shared_durations([(0.0, 4.0), (1.0, 3.0), (2.0, 6.0)])
+    assert a == pytest.approx(1 + 1 / 2 + 1 / 3 + 1 / 2)
+    assert b == pytest.approx(1 / 2 + 1 / 3)
+    assert c == pytest.approx(1 / 3 + 1 / 2 + 2)
+    assert a + b + c == pytest.approx(6.0)  # the union's length
+    assert shared_durations([(0.0, 1.0), (2.0, 3.0)]) == [1.0, 1.0]  # disjoint: unchanged
+    assert shared_durations([]) == []
+
+
+def test_cpu_clock_profile_of_a_pinned_process() -> None:
+    """Pinned to one core and timed by CPU time, a step's kernels add up to no more than
+    the step (overlapping thunks are charged by share)."""
+    from hlo_go.sim.validation import default_cpu, in_pinned_process
+
+    profile = in_pinned_process(_profile_small, cpu=default_cpu())
+    assert profile.runs == 3
+    total = sum(profile.instruction_s.values())
+    assert 0 < total <= 1.05 * profile.step_s
+
+
+def _profile_small() -> object:
+    import os
+
+    assert len(os.sched_getaffinity(0)) == 1
+
+    def f(x: jax.Array) -> jax.Array:
+        y = jnp.tanh(x @ x)
+        return (y @ x + jnp.exp(x) @ x).sum()
+
+    x = jnp.ones((256, 256))
+    return profile_lowered(jax.jit(f).lower(x), [x], repeats=3, clock="cpu")

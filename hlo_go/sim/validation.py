@@ -4,7 +4,10 @@
 
 1. **Measure** each corpus workload: lower its training step, compile it with XLA's
    default pipeline and per-thunk tracing, run it on random inputs and read every
-   kernel's time (:func:`measure_workload`).
+   kernel's time (:func:`measure_workload`). Measurements run in a child process pinned
+   to one core and timed by CPU time (:func:`in_pinned_process`): the calibrated device
+   is one core of this host, and other processes sharing the host do not stretch the
+   figures.
 2. **Calibrate** :data:`hlo_go.sim.presets.HOST_CORE` on the profiles
    (:func:`hlo_go.sim.calibrate`), leaving each graph out of its own fit, and predict
    its single-device step time by simulating its compiled graph: the relative error
@@ -22,7 +25,7 @@ import json
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -73,12 +76,50 @@ def concrete_arguments(abstract: Any, *, seed: int = 0) -> Any:
     return jax.tree.map(draw, abstract)
 
 
-def measure_workload(name: str, *, repeats: int = 3) -> Any:
+def default_cpu() -> int:
+    """The core measurements are pinned to: the highest-numbered one this process may use."""
+    import os
+
+    return max(os.sched_getaffinity(0))
+
+
+def _pinned_call(cpu: int, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict) -> Any:
+    from hlo_go.xla.timing import pin_to_cpu
+
+    pin_to_cpu(cpu)
+    return fn(*args, **kwargs)
+
+
+def in_pinned_process(fn: Callable[..., Any], *args: Any, cpu: int, **kwargs: Any) -> Any:
+    """Runs ``fn(*args, **kwargs)`` in a fresh process pinned to core ``cpu``.
+
+    The child starts without JAX initialized (``spawn``), pins itself, and only then
+    creates XLA's CPU client, whose thread pools therefore have that one core.
+
+    Args:
+      fn: a module-level function (it is pickled by name); its result must pickle.
+      args: its positional arguments.
+      cpu: the core.
+      kwargs: its keyword arguments.
+
+    Returns:
+      What ``fn`` returned.
+    """
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(_pinned_call, (cpu, fn, args, kwargs))
+
+
+def measure_workload(name: str, *, repeats: int = 5, clock: str = "cpu") -> Any:
     """Profiles one corpus workload compiled by XLA's default pipeline on this host.
+
+    Run it through :func:`in_pinned_process` for a one-core measurement.
 
     Args:
       name: a corpus graph name.
       repeats: timed and profiled runs (after one warm-up).
+      clock: ``"cpu"`` (CPU time, for a pinned process) or ``"wall"``.
 
     Returns:
       The :class:`hlo_go.xla.InstructionProfile` (turn it into a graph with measured
@@ -91,7 +132,12 @@ def measure_workload(name: str, *, repeats: int = 3) -> Any:
 
     step, abstract = get_workload(name).make()
     lowered = jax.jit(step).lower(*abstract)
-    return profile_lowered(lowered, concrete_arguments(abstract), repeats=repeats)
+    return profile_lowered(
+        lowered,
+        concrete_arguments(abstract),
+        repeats=repeats,
+        clock=clock,  # type: ignore[arg-type]
+    )
 
 
 def save_profiles(profiles: dict[str, Any], path: str | Path) -> None:
@@ -289,14 +335,17 @@ class Variant(NamedTuple):
 
 
 def measure_variants(
-    name: str, *, rounds: int = 3, with_matrix: bool = False
+    name: str, *, rounds: int = 3, with_matrix: bool = False, clock: str = "cpu"
 ) -> tuple[OpGraph, list[Variant]]:
     """Compiles the fusion variants of a corpus graph and times them interleaved.
+
+    Run it through :func:`in_pinned_process` for a one-core measurement.
 
     Args:
       name: a corpus graph.
       rounds: interleaved timing rounds (after one warm-up round).
       with_matrix: include the variant that fuses matrix ops (slow on CPU).
+      clock: ``"cpu"`` (CPU time, for a pinned process) or ``"wall"``.
 
     Returns:
       ``(pre-fusion graph, one Variant per variant that compiled)``.
@@ -332,6 +381,7 @@ def measure_variants(
         {k: (lambda f=f: jax.block_until_ready(f(*args))) for k, f in compiled.items()},
         repeats=rounds,
         warmup=1,
+        clock=clock,  # type: ignore[arg-type]
     )
     return graph, [Variant(name, k, groups[k], timings[k].median) for k in compiled]
 
@@ -369,13 +419,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=[],
         help="of those, graphs that also get the (slow) variant fusing matrix ops",
     )
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--cpu", type=int, default=None, help="core to measure on (default: the last one)"
+    )
     parser.add_argument("--out", default="sim_calibration.json")
     parser.add_argument("--cache", help="JSON file of measured profiles, reused and extended")
     args = parser.parse_args(argv)
     names = args.names or ["rnnlm_l2_scan", "gnmt_l2_scan", "resnet_26", "inception_v3_small"]
     variants = args.variants if args.variants is not None else names[:1]
 
+    cpu = default_cpu() if args.cpu is None else args.cpu
     cache = Path(args.cache) if args.cache else None
     raw = load_profiles(cache) if cache and cache.exists() else {}
     for name in names:
@@ -383,7 +437,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             continue
         start = time.perf_counter()
         try:
-            raw[name] = measure_workload(name, repeats=args.repeats)
+            raw[name] = in_pinned_process(measure_workload, name, repeats=args.repeats, cpu=cpu)
         except Exception as error:
             _log(f"{name}: not measured ({type(error).__name__}: {str(error)[:200]})")
             continue
@@ -407,8 +461,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     measured_variants: dict[str, tuple[OpGraph, list[Variant]]] = {}
     for name in variants:
         start = time.perf_counter()
-        graph, measured = measure_variants(
-            name, rounds=args.repeats, with_matrix=name in args.matrix_variants
+        graph, measured = in_pinned_process(
+            measure_variants,
+            name,
+            rounds=args.repeats,
+            with_matrix=name in args.matrix_variants,
+            cpu=cpu,
         )
         measured_variants[name] = (graph, measured)
         _log(

@@ -5,11 +5,23 @@ trace event per executed HLO instruction (thunk), tagged with ``hlo_op`` and
 ``hlo_module``. :func:`profile_lowered` runs the executable under
 ``jax.profiler.trace`` and reads those events back with ``jax.profiler.ProfileData``.
 The simulator's calibration fits its cost model to these times.
+
+On one core (a process pinned to one, :func:`hlo_go.xla.timing.pin_to_cpu`), XLA's
+runtime may still interleave independent thunks on several threads; their events then
+overlap in time. Each instruction is charged its processor share: over a stretch of
+time when ``k`` events are open, each is charged ``1/k`` of it, so the charges of a run
+add up to the time the core was busy with it (:func:`shared_durations`).
+
+With ``clock="cpu"`` (for a process pinned to one core, :func:`hlo_go.xla.timing.pin_to_cpu`)
+step times are CPU times, and each profiled run's event durations (wall clock) are
+scaled by that run's CPU / wall ratio: other processes taking turns on the core
+stretch a run's events, and the ratio undoes the stretch.
 """
 
 from __future__ import annotations
 
 import glob
+import os
 import statistics
 import tempfile
 import time
@@ -20,6 +32,8 @@ from typing import Any, NamedTuple
 import jax
 from jax.profiler import ProfileData
 
+from hlo_go.xla.timing import CLOCKS, Clock
+
 
 class InstructionProfile(NamedTuple):
     """Measured times of one compiled module.
@@ -28,7 +42,8 @@ class InstructionProfile(NamedTuple):
       module_name: the HLO module's name.
       instruction_s: per entry-level instruction name, the median over runs of its
         total time in one run (seconds).
-      step_s: median wall time of one call, measured outside the profiler.
+      step_s: median time of one call on the profile's clock, measured outside the
+        profiler.
       runs: how many profiled runs the medians are over.
       hlo_text: the compiled module's text (instruction names match the keys).
     """
@@ -49,6 +64,8 @@ def profile_lowered(
     *,
     repeats: int = 5,
     compiler_options: dict[str, Any] | None = None,
+    clock: Clock = "wall",
+    share_overlaps: bool | None = None,
 ) -> InstructionProfile:
     """Compiles ``lowered`` with per-instruction tracing, runs it and reads the times.
 
@@ -57,42 +74,108 @@ def profile_lowered(
       args: arguments to call the compiled function with.
       repeats: profiled runs (after one warm-up run).
       compiler_options: extra XLA options (e.g. fusion passes disabled).
+      clock: ``"wall"`` or ``"cpu"`` (see the module docstring).
+      share_overlaps: charge overlapping events by processor share (default: when this
+        process may use a single core).
 
     Returns:
       An :class:`InstructionProfile`.
     """
+    if share_overlaps is None:
+        share_overlaps = len(os.sched_getaffinity(0)) == 1
     options = {**(compiler_options or {}), **TRACEME_OPTIONS}
     compiled = lowered.compile(compiler_options=options)
     module_name = lowered.compiler_ir("hlo").as_hlo_module().name
     jax.block_until_ready(compiled(*args))  # warm-up
-    walls = []
+    now = CLOCKS[clock]
+    steps = []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = now()
         jax.block_until_ready(compiled(*args))
-        walls.append(time.perf_counter() - start)
+        steps.append(now() - start)
+    stretch = []  # per profiled run: wall time / time on the clock
     with tempfile.TemporaryDirectory() as logdir:
         with jax.profiler.trace(logdir):
             for _ in range(repeats):
+                wall, start = time.perf_counter(), now()
                 jax.block_until_ready(compiled(*args))
+                elapsed = now() - start
+                stretch.append((time.perf_counter() - wall) / max(elapsed, 1e-12))
         files = glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True)
         if not files:
             raise RuntimeError("jax.profiler.trace wrote no xplane file")
-        per_run = _instruction_times(ProfileData.from_file(files[0]), module_name)
+        per_run = _instruction_times(
+            ProfileData.from_file(files[0]), module_name, share_overlaps=share_overlaps
+        )
+    if clock != "wall":
+        # Run ids increase with each execution; scale each run by its own stretch.
+        factors = (
+            stretch if len(stretch) == len(per_run) else [statistics.median(stretch)] * len(per_run)
+        )
+        per_run = {
+            run: {name: t / factor for name, t in per_run[run].items()}
+            for run, factor in zip(sorted(per_run), factors, strict=True)
+        }
     names = {name for run in per_run.values() for name in run}
     medians = {n: statistics.median(run.get(n, 0.0) for run in per_run.values()) for n in names}
     return InstructionProfile(
-        module_name, medians, statistics.median(walls), len(per_run), compiled.as_text()
+        module_name, medians, statistics.median(steps), len(per_run), compiled.as_text()
     )
 
 
-def _instruction_times(profile: ProfileData, module_name: str) -> dict[int, dict[str, float]]:
+def shared_durations(intervals: Sequence[tuple[float, float]]) -> list[float]:
+    """Each interval's processor share: over a stretch covered by ``k`` intervals, each
+    gets ``1/k`` of it.
+
+    Args:
+      intervals: ``(start, end)`` pairs.
+
+    Returns:
+      One share per interval; they add up to the length of the intervals' union.
+    """
+    bounds = sorted({t for interval in intervals for t in interval})
+    if not bounds:
+        return []
+    index = {t: i for i, t in enumerate(bounds)}
+    # Open intervals per elementary stretch [bounds[i], bounds[i + 1]).
+    delta = [0] * len(bounds)
+    for start, end in intervals:
+        delta[index[start]] += 1
+        delta[index[end]] -= 1
+    weight = [0.0] * len(bounds)  # length / open count, per stretch
+    open_count = 0
+    for i in range(len(bounds) - 1):
+        open_count += delta[i]
+        weight[i] = (bounds[i + 1] - bounds[i]) / open_count if open_count else 0.0
+    prefix = [0.0]
+    for w in weight:
+        prefix.append(prefix[-1] + w)
+    return [prefix[index[end]] - prefix[index[start]] for start, end in intervals]
+
+
+def _instruction_times(
+    profile: ProfileData, module_name: str, *, share_overlaps: bool = False
+) -> dict[int, dict[str, float]]:
     """run id -> instruction name -> seconds, from the host CPU plane's events."""
-    runs: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    events: dict[int, list[tuple[str, float, float]]] = defaultdict(list)
     for plane in profile.planes:
         for line in plane.lines:
             for event in line.events:
                 stats = dict(event.stats)
                 if stats.get("hlo_module") != module_name or "hlo_op" not in stats:
                     continue
-                runs[int(stats.get("run_id", 0))][str(stats["hlo_op"])] += event.duration_ns * 1e-9
-    return {run: dict(times) for run, times in runs.items()}
+                start = event.start_ns * 1e-9
+                events[int(stats.get("run_id", 0))].append(
+                    (str(stats["hlo_op"]), start, start + event.duration_ns * 1e-9)
+                )
+    runs: dict[int, dict[str, float]] = {}
+    for run, found in events.items():
+        if share_overlaps:
+            durations = shared_durations([(start, end) for _, start, end in found])
+        else:
+            durations = [end - start for _, start, end in found]
+        times: dict[str, float] = defaultdict(float)
+        for (name, _, _), seconds in zip(found, durations, strict=True):
+            times[name] += seconds
+        runs[run] = dict(times)
+    return runs
