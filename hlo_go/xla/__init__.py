@@ -18,6 +18,16 @@ from hlo_go.xla.hooks import (
 )
 from hlo_go.xla.inputs import random_array, random_inputs
 from hlo_go.xla.measure import Measurement, measure, outputs_match
+from hlo_go.xla.mpmd import Leaf, Partition, PlacementError, Segment, partition
+from hlo_go.xla.placed import (
+    PlacedArguments,
+    PlacedProgram,
+    RunStats,
+    compile_placed,
+    measure_placed,
+    placed_module,
+    run_placed,
+)
 from hlo_go.xla.profile import InstructionProfile, profile_lowered
 from hlo_go.xla.schedule import ScheduleError, apply_schedule, compile_with, list_schedule
 from hlo_go.xla.timing import Timing, time_interleaved
@@ -27,24 +37,36 @@ __all__ = [
     "PREFUSION_COMPILER_OPTIONS",
     "FusionError",
     "InstructionProfile",
+    "Leaf",
     "Measurement",
+    "Partition",
+    "PlacedArguments",
+    "PlacedProgram",
+    "PlacementError",
+    "RunStats",
     "ScheduleError",
+    "Segment",
     "Timing",
     "apply_fusion",
     "apply_schedule",
     "capture_prefusion",
     "capture_prefusion_lowered",
     "compile_hlo_text",
+    "compile_placed",
     "compile_replacing",
     "compile_with",
     "hlo_hook",
     "list_schedule",
     "measure",
+    "measure_placed",
     "outputs_match",
+    "partition",
+    "placed_module",
     "profile_lowered",
     "random_array",
     "random_inputs",
     "run_executable",
+    "run_placed",
     "time_interleaved",
     "xla_accepts",
     "xla_cost_analysis",

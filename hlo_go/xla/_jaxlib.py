@@ -90,25 +90,32 @@ def xla_accepts(text: str, *, timeout_s: float = 60.0) -> tuple[bool, str]:
 def compile_hlo_text(
     text: str, *, device: Any = None, compiler_options: dict[str, Any] | None = None
 ) -> Any:
-    """Compiles HLO text for one CPU device: HLO → proto → StableHLO → executable.
+    """Compiles HLO text for one device: HLO → proto → StableHLO → executable.
 
     Args:
       text: HLO module text (single-device: ``num_partitions`` and replicas of 1).
-      device: the jax device to compile for (default: the first CPU device).
+      device: the jax device to compile for, of any platform (default: the first
+        CPU device); the executable runs on that device only.
       compiler_options: XLA debug options, e.g. ``{"xla_disable_hlo_passes": "fusion"}``.
 
     Returns:
       A loaded executable; run it with :func:`run_executable`.
     """
     import jax.extend
+    import numpy as np
 
     module = xla_parse(text)
     mlir = jax.extend.mlir.hlo_to_stablehlo(module.as_serialized_hlo_module_proto())
-    backend = jax.extend.backend.get_backend("cpu")
-    options = jax.extend.backend.get_compile_options(num_replicas=1, num_partitions=1)
+    backend = jax.extend.backend.get_backend(device.platform if device is not None else "cpu")
+    target = device if device is not None else backend.local_devices()[0]
+    options = jax.extend.backend.get_compile_options(
+        num_replicas=1,
+        num_partitions=1,
+        device_assignment=np.array([[target.id]]),
+        backend=backend,
+    )
     if compiler_options:
         options.env_option_overrides = list(compiler_options.items())
-    target = device if device is not None else backend.local_devices()[0]
     return backend.compile_and_load(mlir, _xla_jax.DeviceList((target,)), options)
 
 
