@@ -2,13 +2,31 @@
 
 Public names::
 
-    PPOConfig, PPOBatch, LossInfo                      hyperparameters, a batch, loss parts
+    train_one(graph, cluster, tasks, *, steps, out_dir)     GO-one
+    pretrain(graphs, cluster, tasks, *, steps, out_dir)     many graphs, batches switched every N steps
+    finetune(checkpoint, graph, cluster, *, steps<=50, out_dir)
+    infer(checkpoint, graph, cluster) -> InferResult        zero-shot
+    TrainConfig, TrainResult, GraphResult, METRIC_COLUMNS, MAX_FINETUNE_STEPS
+    GraphEnv, Scores, GOAgent, agent_for                    one graph on a cluster; the policy wired to PPO
+    RewardConfig, reward, rewards, memory_ratio             -log(t / t_ref) with an OOM penalty
+    Checkpoint, save_checkpoint, load_checkpoint            Flax msgpack checkpoints
+    MetricsLogger, EventFileWriter, read_events, read_metrics   CSV + TensorBoard
+    PPOConfig, PPOBatch, LossInfo                           generic PPO (any policy):
     ppo_loss, clipped_surrogate, value_loss, entropy_bonus, normalize_advantages
     make_optimizer, ppo_update_step, make_update_step, minibatch_epochs
 
-Module by concept: :mod:`~hlo_go.rl.ppo` (generic PPO, any policy).
+Module by concept: :mod:`~hlo_go.rl.ppo` (generic PPO), :mod:`~hlo_go.rl.reward`,
+:mod:`~hlo_go.rl.env` (a graph on a cluster), :mod:`~hlo_go.rl.agent` (batched GO
+policy sampling and updates), :mod:`~hlo_go.rl.config`, :mod:`~hlo_go.rl.checkpoint`,
+:mod:`~hlo_go.rl.metrics`, :mod:`~hlo_go.rl.trainer`, :mod:`~hlo_go.rl.compare`
+(tables against baselines), :mod:`~hlo_go.rl.cli` (``hlo-go train / finetune / infer``).
 """
 
+from hlo_go.rl.agent import GOAgent
+from hlo_go.rl.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+from hlo_go.rl.config import TrainConfig
+from hlo_go.rl.env import GraphEnv, Scores, check_tasks
+from hlo_go.rl.metrics import EventFileWriter, MetricsLogger, read_events, read_metrics
 from hlo_go.rl.ppo import (
     EvaluateFn,
     LossInfo,
@@ -25,20 +43,59 @@ from hlo_go.rl.ppo import (
     ppo_update_step,
     value_loss,
 )
+from hlo_go.rl.reward import RewardConfig, memory_ratio, reward, rewards
+from hlo_go.rl.trainer import (
+    MAX_FINETUNE_STEPS,
+    METRIC_COLUMNS,
+    GraphResult,
+    InferResult,
+    TrainResult,
+    agent_for,
+    finetune,
+    infer,
+    pretrain,
+    train_one,
+)
 
 __all__ = [
+    "MAX_FINETUNE_STEPS",
+    "METRIC_COLUMNS",
+    "Checkpoint",
     "EvaluateFn",
+    "EventFileWriter",
+    "GOAgent",
+    "GraphEnv",
+    "GraphResult",
+    "InferResult",
     "LossInfo",
+    "MetricsLogger",
     "PPOBatch",
     "PPOConfig",
+    "RewardConfig",
+    "Scores",
+    "TrainConfig",
+    "TrainResult",
     "UpdateFn",
+    "agent_for",
+    "check_tasks",
     "clipped_surrogate",
     "entropy_bonus",
+    "finetune",
+    "infer",
+    "load_checkpoint",
     "make_optimizer",
     "make_update_step",
+    "memory_ratio",
     "minibatch_epochs",
     "normalize_advantages",
     "ppo_loss",
     "ppo_update_step",
+    "pretrain",
+    "read_events",
+    "read_metrics",
+    "reward",
+    "rewards",
+    "save_checkpoint",
+    "train_one",
     "value_loss",
 ]

@@ -1,0 +1,175 @@
+"""``GOAgent``: the GO policy wired to PPO — batched sampling, scoring and updates.
+
+One jitted function samples ``K`` decision sets at once (``vmap`` over PRNG keys: the
+GraphSAGE encoder does not depend on the key, so it runs once and only the task
+stacks run ``K`` times), and one jitted function takes a PPO gradient step on a
+minibatch of them (``vmap`` over actions, same sharing). Both compile once per graph
+bucket (:func:`hlo_go.policy.policy_bucket`).
+
+Only the tasks being learned count: the log-probability and entropy of a decision set
+are summed over those tasks, and the other tasks' actions are replaced by the
+environment's fixed decisions before scoring. (The network decides tasks in order,
+each conditioned on the previous ones' actions; when a fixed task comes before a
+learned one, the learned task was sampled conditioned on the network's own choice
+for the fixed task, so the sampling log-probabilities are recomputed on the actions
+actually used.)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from hlo_go.policy import TASKS, GOPolicy
+from hlo_go.rl.env import GraphEnv, check_tasks
+from hlo_go.rl.ppo import LossInfo, PPOBatch, PPOConfig, ppo_update_step
+
+Params = Any
+
+
+class GOAgent:
+    """Batched sampling and PPO updates of a :class:`~hlo_go.policy.GOPolicy`.
+
+    Args:
+      policy: the policy.
+      max_devices: ``D_max`` of its parameters.
+      tasks: the tasks learned (a subset of :data:`hlo_go.policy.TASKS`).
+      ppo: loss coefficients.
+      optimizer: the Optax optimizer the update steps apply.
+    """
+
+    def __init__(
+        self,
+        policy: GOPolicy,
+        max_devices: int,
+        tasks: tuple[str, ...],
+        ppo: PPOConfig,
+        optimizer: optax.GradientTransformation,
+    ) -> None:
+        self.policy = policy
+        self.max_devices = int(max_devices)
+        self.tasks = check_tasks(tasks)
+        self.ppo = ppo
+        self.optimizer = optimizer
+        self.network = policy.network(self.max_devices)
+        self._sample_jit = jax.jit(self._sample_fn)
+        self._score_jit = jax.jit(self._score_fn)
+        self._update_jit = jax.jit(self._update_fn)
+        self._greedy_jit = jax.jit(self._greedy_fn)
+
+    # -- jitted bodies ------------------------------------------------------------------
+
+    def _scores(self, params: Params, graphs: Any, devices: jax.Array, actions: Any):
+        """``(log_prob[B], entropy[B], value[B])`` of actions ``[B, P]`` per task."""
+
+        def one(acts: dict[str, jax.Array]):
+            out = self.network.apply(params, graphs, devices, actions=acts)
+            log_prob = sum(out.log_prob[t] for t in self.tasks)
+            entropy = sum(out.entropy[t] for t in self.tasks)
+            return log_prob, entropy, out.value
+
+        return jax.vmap(one)(actions)
+
+    def _sample_fn(
+        self, params: Params, graphs: Any, devices: jax.Array, keys: jax.Array, fixed: Any
+    ):
+        def one(key: jax.Array):
+            out = self.network.apply(params, graphs, devices, key=key)
+            return out.actions, sum(out.log_prob[t] for t in self.tasks), out.value
+
+        actions, log_prob, value = jax.vmap(one)(keys)
+        if len(self.tasks) < len(TASKS):
+            count = keys.shape[0]
+            actions = {
+                t: actions[t]
+                if t in self.tasks
+                else jnp.broadcast_to(fixed[t], (count, *fixed[t].shape))
+                for t in TASKS
+            }
+            log_prob, _, value = self._scores(params, graphs, devices, actions)
+        return actions, log_prob, value
+
+    def _greedy_fn(self, params: Params, graphs: Any, devices: jax.Array):
+        return self.network.apply(params, graphs, devices).actions
+
+    def _score_fn(self, params: Params, graphs: Any, devices: jax.Array, actions: Any):
+        return self._scores(params, graphs, devices, actions)
+
+    def _update_fn(
+        self,
+        params: Params,
+        opt_state: optax.OptState,
+        graphs: Any,
+        devices: jax.Array,
+        batch: PPOBatch,
+    ):
+        def evaluate(p: Params, data: Any):
+            return self._scores(p, graphs, devices, data)
+
+        return ppo_update_step(params, opt_state, batch, evaluate, self.optimizer, self.ppo)
+
+    # -- public -------------------------------------------------------------------------
+
+    def _devices(self, env: GraphEnv) -> jax.Array:
+        if env.num_devices > self.max_devices:
+            raise ValueError(
+                f"cluster {env.cluster.name!r} has {env.num_devices} devices, but the policy's "
+                f"parameters were built for at most {self.max_devices}"
+            )
+        return jnp.asarray(env.num_devices, jnp.int32)
+
+    def sample(
+        self, params: Params, env: GraphEnv, key: jax.Array, count: int
+    ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+        """``count`` decision sets for ``env``'s graph, as per-position actions.
+
+        Returns:
+          ``(actions, log_prob, value)``: task -> ``int32[K, P]`` (fixed tasks already
+          replaced), ``float32[K]`` log-probabilities of the learned tasks, ``float32[K]``.
+        """
+        keys = jax.random.split(key, count)
+        actions, log_prob, value = self._sample_jit(
+            params, env.inputs.graphs, self._devices(env), keys, env.fixed_actions
+        )
+        return jax.device_get((actions, log_prob, value))
+
+    def evaluate(
+        self, params: Params, env: GraphEnv, actions: dict[str, np.ndarray]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(log_prob, entropy, value)`` (``float32[B]`` each) of per-position actions."""
+        return jax.device_get(
+            self._score_jit(params, env.inputs.graphs, self._devices(env), actions)
+        )
+
+    def greedy(self, params: Params, env: GraphEnv) -> dict[str, np.ndarray]:
+        """The policy's most likely actions (``[1, P]`` per task, fixed tasks replaced)."""
+        return {
+            t: (a if t in self.tasks else env.fixed_actions[t])[None]
+            for t, a in self._greedy(params, env).items()
+        }
+
+    def _greedy(self, params: Params, env: GraphEnv) -> dict[str, np.ndarray]:
+        return jax.device_get(self._greedy_jit(params, env.inputs.graphs, self._devices(env)))
+
+    def update(
+        self,
+        params: Params,
+        opt_state: optax.OptState,
+        env: GraphEnv,
+        batch: PPOBatch,
+        key: jax.Array,
+    ) -> tuple[Params, optax.OptState, list[LossInfo]]:
+        """``ppo.epochs`` passes of minibatch PPO steps on ``batch`` (see
+        :func:`hlo_go.rl.ppo.minibatch_epochs`)."""
+        from hlo_go.rl.ppo import minibatch_epochs
+
+        graphs, devices = env.inputs.graphs, self._devices(env)
+
+        def step(p: Params, s: optax.OptState, mb: PPOBatch):
+            return self._update_jit(p, s, graphs, devices, mb)
+
+        return minibatch_epochs(params, opt_state, batch, step, key, self.ppo)

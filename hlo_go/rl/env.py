@@ -1,0 +1,183 @@
+"""``GraphEnv``: one graph on one cluster, as the trainer sees it.
+
+It holds the policy input (the graph padded to its bucket), the reference time of the
+reward, the decisions of the tasks that are *not* being learned (``fixed``), and the
+best decisions seen so far; it turns the policy's per-position actions into
+:class:`~hlo_go.decisions.Decisions` and scores them with
+:func:`hlo_go.sim.simulate_batch`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+from hlo_go.decisions import Decisions
+from hlo_go.graph import OpGraph
+from hlo_go.policy import TASKS, PolicyConfig, PolicyInput, bin_values, prepare_input
+from hlo_go.policy.actions import priorities_to_bins
+from hlo_go.rl.reward import RewardConfig, rewards
+from hlo_go.sim import Cluster, simulate, simulate_batch
+
+_DEFAULT_REWARD = RewardConfig()
+
+
+class Scores(NamedTuple):
+    """What K decision sets achieved.
+
+    Attributes:
+      rewards: ``float32[K]``.
+      step_times: ``float64[K]`` simulated step times, seconds.
+      oom: ``bool[K]``.
+    """
+
+    rewards: np.ndarray
+    step_times: np.ndarray
+    oom: np.ndarray
+
+
+def check_tasks(tasks: Sequence[str]) -> tuple[str, ...]:
+    """``tasks`` as a tuple in the canonical order, checked.
+
+    Raises:
+      ValueError: empty, repeated or unknown task names.
+    """
+    tasks = tuple(tasks)
+    unknown = sorted(set(tasks) - set(TASKS))
+    if unknown or not tasks or len(set(tasks)) != len(tasks):
+        raise ValueError(
+            f"tasks must be a non-empty subset of {', '.join(TASKS)} without repeats, got {tasks}"
+        )
+    return tuple(t for t in TASKS if t in tasks)
+
+
+class GraphEnv:
+    """One graph on one cluster: policy input, reward reference, fixed decisions, best seen.
+
+    Args:
+      graph: the graph.
+      cluster: the cluster the decisions are for.
+      policy_config: pads the graph to the policy's bucket.
+      tasks: the tasks being learned; the others take ``fixed``'s values.
+      name: a label for metrics and tables.
+      fixed: decisions for the tasks not learned (default: one device, FIFO, no fusion).
+      reward_config: the OOM penalty.
+      reference_time: ``t_ref`` of the reward (default: the step time of
+        :meth:`Decisions.default`, one device, FIFO, no fusion).
+
+    Raises:
+      ValueError: bad tasks, or ``fixed`` invalid for the graph and cluster.
+    """
+
+    def __init__(
+        self,
+        graph: OpGraph,
+        cluster: Cluster,
+        policy_config: PolicyConfig,
+        tasks: Sequence[str],
+        *,
+        name: str = "graph",
+        fixed: Decisions | None = None,
+        reward_config: RewardConfig = _DEFAULT_REWARD,
+        reference_time: float | None = None,
+    ) -> None:
+        self.graph = graph
+        self.cluster = cluster
+        self.name = name
+        self.tasks = check_tasks(tasks)
+        self.reward_config = reward_config
+        self.fixed = (fixed or Decisions.default(graph)).validate(graph, cluster.num_devices)
+        self.inputs: PolicyInput = prepare_input(graph, policy_config)
+        bins = policy_config.priority_bins
+        self._bin_values = bin_values(bins)
+        self.fixed_actions: dict[str, np.ndarray] = {
+            "placement": self.inputs.to_positions(self.fixed.placement.astype(np.int32)),
+            "scheduling": self.inputs.to_positions(
+                priorities_to_bins(self.fixed.schedule_priority, bins)
+            ),
+            "fusion": self.inputs.to_positions(
+                priorities_to_bins(self.fixed.fusion_priority, bins)
+            ),
+        }
+        if reference_time is None:
+            reference_time = simulate(graph, cluster, Decisions.default(graph)).step_time
+        if not reference_time > 0:
+            raise ValueError(f"reference_time must be > 0, got {reference_time}")
+        self.reference_time = float(reference_time)
+        self.best: Decisions | None = None
+        self.best_time = float("inf")
+        self.best_oom = True
+
+    @property
+    def num_devices(self) -> int:
+        """D, the cluster's device count."""
+        return self.cluster.num_devices
+
+    def decisions(self, actions: dict[str, np.ndarray]) -> list[Decisions]:
+        """Per-position actions (``[K, P]`` per task) → K decision sets.
+
+        Tasks not learned take ``fixed``'s values exactly (not their bins).
+        """
+        count = int(np.shape(actions["placement"])[0])
+        out = []
+        for k in range(count):
+            placement = (
+                self.inputs.to_nodes(np.asarray(actions["placement"][k])).astype(np.int32)
+                if "placement" in self.tasks
+                else self.fixed.placement
+            )
+            schedule = (
+                self._bin_values[self.inputs.to_nodes(np.asarray(actions["scheduling"][k]))]
+                if "scheduling" in self.tasks
+                else self.fixed.schedule_priority
+            )
+            fusion = (
+                self._bin_values[self.inputs.to_nodes(np.asarray(actions["fusion"][k]))]
+                if "fusion" in self.tasks
+                else self.fixed.fusion_priority
+            )
+            out.append(Decisions(placement, schedule, fusion))
+        return out
+
+    def score(self, decisions: Sequence[Decisions]) -> Scores:
+        """Simulates the decisions (:func:`hlo_go.sim.simulate_batch`) and rewards them.
+
+        Also remembers the best decisions seen (fastest that fit in memory, else
+        fastest).
+        """
+        results = simulate_batch(self.graph, self.cluster, list(decisions))
+        scores = Scores(
+            rewards(results, self.reference_time, self.reward_config),
+            np.asarray([r.step_time for r in results], np.float64),
+            np.asarray([r.oom for r in results], bool),
+        )
+        for d, t, oom in zip(decisions, scores.step_times, scores.oom, strict=True):
+            if (self.best_oom, self.best_time) > (bool(oom), float(t)):
+                self.best, self.best_time, self.best_oom = d, float(t), bool(oom)
+        return scores
+
+    def best_state(self) -> dict[str, np.ndarray]:
+        """The best decisions seen and their time, as arrays (for checkpoints)."""
+        if self.best is None:
+            return {}
+        return {
+            "placement": np.asarray(self.best.placement),
+            "schedule_priority": np.asarray(self.best.schedule_priority),
+            "fusion_priority": np.asarray(self.best.fusion_priority),
+            "time": np.asarray(self.best_time, np.float64),
+            "oom": np.asarray(self.best_oom),
+        }
+
+    def restore_best(self, state: dict[str, np.ndarray]) -> None:
+        """Inverse of :meth:`best_state`."""
+        if not state:
+            return
+        self.best = Decisions(
+            np.asarray(state["placement"], np.int32),
+            np.asarray(state["schedule_priority"], np.float32),
+            np.asarray(state["fusion_priority"], np.float32),
+        )
+        self.best_time = float(state["time"])
+        self.best_oom = bool(state["oom"])

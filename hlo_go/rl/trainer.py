@@ -1,0 +1,554 @@
+"""The GO trainers: GO-one, pre-training, fine-tuning and zero-shot inference.
+
+* :func:`train_one` — GO-one: a fresh policy trained with PPO on one graph.
+* :func:`pretrain` — one policy trained on many graphs: the steps of a batch of
+  ``graphs_per_batch`` graphs visit its graphs in turn, and every ``switch_every``
+  steps (the paper's N = 1000) the next batch takes over.
+* :func:`finetune` — a (pre-trained) checkpoint trained further on one graph for at
+  most 50 steps, with a fresh optimizer state.
+* :func:`infer` — zero-shot: a checkpoint's greedy decisions for an unseen graph.
+
+A training step on a graph: sample K decision sets (one batched policy call), score
+them with :func:`hlo_go.sim.simulate_batch`, turn step times into rewards
+(:mod:`hlo_go.rl.reward`), advantages ``A = r - V(graph)`` normalized over the K
+samples, and run ``ppo.epochs`` passes of minibatch PPO updates
+(:mod:`hlo_go.rl.ppo`). The best decisions seen (sampled or greedy) are kept per
+graph: they are what the trainer returns as its result, as search-style methods do.
+
+Each run writes into ``out_dir``: ``checkpoint.msgpack`` (every ``checkpoint_every``
+steps and at the end), ``metrics.csv`` and TensorBoard event files under ``tb/``.
+Passing an ``out_dir`` holding a checkpoint with ``resume=True`` continues that run
+bit-for-bit (same parameters, same samples, same metrics).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from tqdm.auto import tqdm
+
+from hlo_go.decisions import Decisions
+from hlo_go.graph import OpGraph
+from hlo_go.policy import GOPolicy, PolicyConfig
+from hlo_go.rl.agent import GOAgent
+from hlo_go.rl.checkpoint import (
+    Checkpoint,
+    checkpoint_path,
+    load_checkpoint,
+    restore_opt_state,
+    restore_params,
+    save_checkpoint,
+)
+from hlo_go.rl.config import TrainConfig
+from hlo_go.rl.env import GraphEnv
+from hlo_go.rl.metrics import MetricsLogger
+from hlo_go.rl.ppo import PPOBatch, PPOConfig, make_optimizer
+from hlo_go.sim import Cluster, simulate
+
+MAX_FINETUNE_STEPS = 50
+"""Fine-tuning is the paper's few-step regime: at most this many steps."""
+
+METRIC_COLUMNS = (
+    "step",
+    "graph",
+    "wall_s",
+    "reward_mean",
+    "reward_max",
+    "step_time_mean",
+    "step_time_min",
+    "best_step_time",
+    "reference_time",
+    "best_speedup",
+    "greedy_step_time",
+    "oom_fraction",
+    "loss",
+    "policy_loss",
+    "value_loss",
+    "entropy",
+    "approx_kl",
+    "clip_fraction",
+    "grad_norm",
+)
+"""Columns of ``metrics.csv``; times in seconds; ``best_speedup = reference / best``."""
+
+
+class GraphResult(NamedTuple):
+    """What training achieved on one graph.
+
+    Attributes:
+      name: the graph's label.
+      best: the best decisions seen (sampled or greedy).
+      best_time: their simulated step time, seconds.
+      best_oom: whether even the best runs out of memory.
+      greedy: the final policy's greedy decisions.
+      greedy_time: their simulated step time.
+      reference_time: ``t_ref`` of the reward (one device, FIFO, no fusion by default).
+    """
+
+    name: str
+    best: Decisions
+    best_time: float
+    best_oom: bool
+    greedy: Decisions
+    greedy_time: float
+    reference_time: float
+
+
+class TrainResult(NamedTuple):
+    """The outcome of a training run.
+
+    Attributes:
+      params: the final parameters.
+      step: steps done in total (including those before a resume).
+      graphs: graph name -> :class:`GraphResult`.
+      out_dir: the run directory (checkpoint, metrics).
+      history: the metric rows of this call's steps.
+      elapsed: training wall-clock seconds (including those before a resume).
+    """
+
+    params: Any
+    step: int
+    graphs: dict[str, GraphResult]
+    out_dir: Path
+    history: list[dict[str, Any]]
+    elapsed: float
+
+
+GraphLike = OpGraph | tuple[str, OpGraph]
+
+
+def _named(graphs: Sequence[GraphLike]) -> list[tuple[str, OpGraph]]:
+    out: list[tuple[str, OpGraph]] = []
+    for i, item in enumerate(graphs):
+        if isinstance(item, OpGraph):
+            out.append((f"graph{i}" if len(graphs) > 1 else "graph", item))
+        elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], OpGraph):
+            out.append((str(item[0]), item[1]))
+        else:
+            raise TypeError(f"graphs must be OpGraphs or (name, OpGraph) pairs, got {item!r}")
+    names = [n for n, _ in out]
+    if len(set(names)) != len(names):
+        raise ValueError(f"graph names must be unique, got {names}")
+    if not out:
+        raise ValueError("no graphs to train on")
+    return out
+
+
+@functools.lru_cache(maxsize=8)
+def _agent(
+    policy: PolicyConfig, max_devices: int, tasks: tuple[str, ...], ppo: PPOConfig
+) -> GOAgent:
+    return GOAgent(GOPolicy(policy), max_devices, tasks, ppo, make_optimizer(ppo))
+
+
+def agent_for(config: TrainConfig) -> GOAgent:
+    """The :class:`GOAgent` of a configuration, shared by every run with the same policy,
+    device count, tasks and PPO settings (so its jitted functions compile once per bucket
+    per process)."""
+    return _agent(config.policy, config.max_devices, config.tasks, config.ppo)
+
+
+def _step_keys(seed: int, step: int) -> tuple[jax.Array, jax.Array]:
+    key = jax.random.fold_in(jax.random.key(seed), step)
+    sample_key, update_key = jax.random.split(key)
+    return sample_key, update_key
+
+
+def _batch_schedule(count: int, config: TrainConfig) -> Callable[[int], int]:
+    """Step -> index of the graph it trains on (deterministic in seed and step)."""
+    order = np.random.default_rng(config.seed).permutation(count)
+    per_batch = min(config.graphs_per_batch, count)
+
+    def index(step: int) -> int:
+        batch = step // config.switch_every
+        return int(order[(batch * per_batch + step % per_batch) % count])
+
+    return index
+
+
+def _greedy(agent: GOAgent, params: Any, env: GraphEnv) -> tuple[Decisions, float]:
+    decisions = env.decisions(agent.greedy(params, env))
+    scores = env.score(decisions)
+    return decisions[0], float(scores.step_times[0])
+
+
+def _train(
+    envs: list[GraphEnv],
+    config: TrainConfig,
+    *,
+    steps: int,
+    out_dir: str | Path,
+    kind: str,
+    params: Any | None = None,
+    opt_state_raw: Any | None = None,
+    resume_from: Checkpoint | None = None,
+    schedule: Callable[[int], int] | None = None,
+    callback: Callable[[dict[str, Any]], None] | None = None,
+) -> TrainResult:
+    out_dir = Path(out_dir)
+    cluster = envs[0].cluster
+    agent = agent_for(config)
+    policy, optimizer = agent.policy, agent.optimizer
+    template = policy.init(jax.random.key(config.seed), envs[0].inputs, config.max_devices)
+    start, elapsed = 0, 0.0
+    if resume_from is not None:
+        params = restore_params(template, resume_from.params)
+        opt_state = restore_opt_state(optimizer.init(params), resume_from.opt_state)
+        start, elapsed = resume_from.step, resume_from.elapsed
+        for env in envs:
+            env.restore_best(resume_from.best.get(env.name, {}))
+    else:
+        params = template if params is None else restore_params(template, params)
+        opt_state = optimizer.init(params)
+        if opt_state_raw is not None:
+            opt_state = restore_opt_state(opt_state, opt_state_raw)
+    if steps < start:
+        raise ValueError(f"steps={steps} but the checkpoint has already done {start} steps")
+    schedule = schedule or (lambda step: step % len(envs))
+    meta = {
+        "kind": kind,
+        "cluster": cluster.name,
+        "graphs": [env.name for env in envs],
+    }
+    logger = MetricsLogger(out_dir, METRIC_COLUMNS, resume_step=start if resume_from else None)
+    history: list[dict[str, Any]] = []
+
+    def save(step: int) -> None:
+        save_checkpoint(
+            out_dir,
+            params=params,
+            opt_state=opt_state,
+            step=step,
+            elapsed=elapsed,
+            best={env.name: env.best_state() for env in envs},
+            config=config,
+            meta=meta,
+        )
+
+    bar = tqdm(
+        total=steps, initial=start, desc=f"{kind} on {cluster.name}", disable=not config.progress
+    )
+    try:
+        for step in range(start, steps):
+            began = time.perf_counter()
+            env = envs[schedule(step)]
+            sample_key, update_key = _step_keys(config.seed, step)
+            actions, old_log_prob, values = agent.sample(params, env, sample_key, config.samples)
+            scores = env.score(env.decisions(actions))
+            returns = jnp.asarray(scores.rewards, jnp.float32)
+            batch = PPOBatch(
+                actions,
+                jnp.asarray(old_log_prob, jnp.float32),
+                returns - jnp.asarray(values, jnp.float32),
+                returns,
+            )
+            params, opt_state, infos = agent.update(params, opt_state, env, batch, update_key)
+            greedy_time = float("nan")
+            if (step + 1) % config.eval_every == 0 or step + 1 == steps:
+                _, greedy_time = _greedy(agent, params, env)
+            first = jax.device_get(infos[0])
+            elapsed += time.perf_counter() - began
+            row = {
+                "step": step,
+                "graph": env.name,
+                "wall_s": elapsed,
+                "reward_mean": float(np.mean(scores.rewards)),
+                "reward_max": float(np.max(scores.rewards)),
+                "step_time_mean": float(np.mean(scores.step_times)),
+                "step_time_min": float(np.min(scores.step_times)),
+                "best_step_time": env.best_time,
+                "reference_time": env.reference_time,
+                "best_speedup": env.reference_time / env.best_time,
+                "greedy_step_time": greedy_time,
+                "oom_fraction": float(np.mean(scores.oom)),
+                "loss": float(first.total),
+                "policy_loss": float(first.policy),
+                "value_loss": float(first.value),
+                "entropy": float(first.entropy),
+                "approx_kl": float(jax.device_get(infos[-1].approx_kl)),
+                "clip_fraction": float(jax.device_get(infos[-1].clip_fraction)),
+                "grad_norm": float(first.grad_norm),
+            }
+            logger.log(step, row)
+            history.append(row)
+            if callback is not None:
+                callback(row)
+            bar.update(1)
+            bar.set_postfix(
+                graph=env.name, best=f"{row['best_speedup']:.3f}x", r=f"{row['reward_mean']:.3f}"
+            )
+            done = step + 1
+            if done == steps or (config.checkpoint_every and done % config.checkpoint_every == 0):
+                save(done)
+        if start == steps and not checkpoint_path(out_dir).exists():
+            save(steps)
+    finally:
+        bar.close()
+        logger.close()
+    results = {}
+    for env in envs:
+        greedy, greedy_time = _greedy(agent, params, env)
+        results[env.name] = GraphResult(
+            env.name,
+            env.best if env.best is not None else greedy,
+            env.best_time,
+            env.best_oom,
+            greedy,
+            greedy_time,
+            env.reference_time,
+        )
+    return TrainResult(params, steps, results, out_dir, history, elapsed)
+
+
+def _make_envs(
+    graphs: Sequence[GraphLike],
+    cluster: Cluster,
+    config: TrainConfig,
+    fixed: Decisions | dict[str, Decisions] | None,
+) -> list[GraphEnv]:
+    if cluster.num_devices > config.max_devices:
+        raise ValueError(
+            f"cluster {cluster.name!r} has {cluster.num_devices} devices; "
+            f"config.max_devices is {config.max_devices}"
+        )
+    envs = []
+    for name, graph in _named(graphs):
+        fixed_one = fixed.get(name) if isinstance(fixed, dict) else fixed
+        envs.append(
+            GraphEnv(
+                graph,
+                cluster,
+                config.policy,
+                config.tasks,
+                name=name,
+                fixed=fixed_one,
+                reward_config=config.reward,
+            )
+        )
+    return envs
+
+
+def _resume_checkpoint(out_dir: str | Path, resume: bool, kind: str) -> Checkpoint | None:
+    if not resume or not checkpoint_path(out_dir).exists():
+        return None
+    ckpt = load_checkpoint(out_dir)
+    if ckpt.meta.get("kind") != kind:
+        raise ValueError(
+            f"{out_dir} holds a {ckpt.meta.get('kind')!r} checkpoint; cannot resume it as {kind!r}"
+        )
+    return ckpt
+
+
+def train_one(
+    graph: GraphLike,
+    cluster: Cluster,
+    tasks: Sequence[str] | None = None,
+    *,
+    steps: int = 100,
+    out_dir: str | Path,
+    config: TrainConfig | None = None,
+    fixed: Decisions | None = None,
+    resume: bool = True,
+    callback: Callable[[dict[str, Any]], None] | None = None,
+) -> TrainResult:
+    """GO-one: trains a fresh policy with PPO on one graph.
+
+    Args:
+      graph: an OpGraph, or ``(name, OpGraph)``.
+      cluster: the cluster to optimize for.
+      tasks: tasks learned jointly (default ``config.tasks``: all three).
+      steps: total training steps (K samples and one PPO update each).
+      out_dir: run directory (checkpoint, ``metrics.csv``, ``tb/``).
+      config: settings (default :class:`TrainConfig`).
+      fixed: decisions for the tasks not learned (default one device, FIFO, no fusion).
+      resume: continue from ``out_dir``'s checkpoint when there is one.
+      callback: called with each step's metric row.
+
+    Returns:
+      The :class:`TrainResult` (its ``graphs`` has the one graph).
+    """
+    config = config or TrainConfig()
+    if tasks is not None:
+        config = config.replace(tasks=tuple(tasks))
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    envs = _make_envs([graph], cluster, config, fixed)
+    ckpt = _resume_checkpoint(out_dir, resume, "train_one")
+    return _train(
+        envs,
+        config,
+        steps=steps,
+        out_dir=out_dir,
+        kind="train_one",
+        resume_from=ckpt,
+        callback=callback,
+    )
+
+
+def pretrain(
+    graphs: Sequence[GraphLike],
+    cluster: Cluster,
+    tasks: Sequence[str] | None = None,
+    *,
+    steps: int = 1000,
+    out_dir: str | Path,
+    config: TrainConfig | None = None,
+    resume: bool = True,
+    callback: Callable[[dict[str, Any]], None] | None = None,
+) -> TrainResult:
+    """Trains one policy on many graphs, switching graph batches every ``switch_every`` steps.
+
+    Args:
+      graphs: OpGraphs, or ``(name, OpGraph)`` pairs.
+      cluster: the cluster to optimize for.
+      tasks: tasks learned jointly (default ``config.tasks``).
+      steps: total steps; each step trains on one graph of the current batch.
+      out_dir: run directory.
+      config: settings (``switch_every``, ``graphs_per_batch``, ...).
+      resume: continue from ``out_dir``'s checkpoint when there is one.
+      callback: called with each step's metric row.
+
+    Returns:
+      The :class:`TrainResult`.
+    """
+    config = config or TrainConfig()
+    if tasks is not None:
+        config = config.replace(tasks=tuple(tasks))
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    envs = _make_envs(graphs, cluster, config, None)
+    ckpt = _resume_checkpoint(out_dir, resume, "pretrain")
+    return _train(
+        envs,
+        config,
+        steps=steps,
+        out_dir=out_dir,
+        kind="pretrain",
+        resume_from=ckpt,
+        schedule=_batch_schedule(len(envs), config),
+        callback=callback,
+    )
+
+
+def finetune(
+    checkpoint: str | Path,
+    graph: GraphLike,
+    cluster: Cluster,
+    *,
+    steps: int = MAX_FINETUNE_STEPS,
+    out_dir: str | Path,
+    config: TrainConfig | None = None,
+    callback: Callable[[dict[str, Any]], None] | None = None,
+) -> TrainResult:
+    """Fine-tunes a checkpoint's policy on one graph for at most 50 steps.
+
+    The parameters come from the checkpoint, the optimizer state is fresh, and the
+    settings are the checkpoint's unless ``config`` is given (its policy sizes must match).
+
+    Args:
+      checkpoint: a checkpoint file or run directory (e.g. of :func:`pretrain`).
+      graph: an OpGraph, or ``(name, OpGraph)``.
+      cluster: the cluster to optimize for.
+      steps: 1..50.
+      out_dir: run directory of the fine-tuning (must differ from the checkpoint's).
+      config: settings (default: the checkpoint's).
+      callback: called with each step's metric row.
+
+    Returns:
+      The :class:`TrainResult`.
+
+    Raises:
+      ValueError: ``steps`` outside 1..50, or a config whose policy differs.
+    """
+    if not 1 <= steps <= MAX_FINETUNE_STEPS:
+        raise ValueError(f"fine-tuning takes 1..{MAX_FINETUNE_STEPS} steps, got {steps}")
+    ckpt = load_checkpoint(checkpoint)
+    if checkpoint_path(checkpoint).resolve() == checkpoint_path(out_dir).resolve():
+        raise ValueError("finetune's out_dir must differ from the checkpoint's directory")
+    config = config or ckpt.config
+    if config.policy != ckpt.config.policy or config.max_devices != ckpt.config.max_devices:
+        raise ValueError("config.policy / max_devices differ from the checkpoint's")
+    envs = _make_envs([graph], cluster, config, None)
+    return _train(
+        envs,
+        config,
+        steps=steps,
+        out_dir=out_dir,
+        kind="finetune",
+        params=ckpt.params,
+        callback=callback,
+    )
+
+
+class InferResult(NamedTuple):
+    """Zero-shot decisions for one graph.
+
+    Attributes:
+      decisions: the greedy decisions (or the best of ``samples`` samples, if better).
+      step_time: their simulated step time, seconds.
+      oom: whether they run out of memory.
+      greedy_time: step time of the greedy decisions alone.
+      reference_time: one device, FIFO, no fusion.
+      seconds: wall-clock seconds of inference (policy calls and simulation).
+    """
+
+    decisions: Decisions
+    step_time: float
+    oom: bool
+    greedy_time: float
+    reference_time: float
+    seconds: float
+
+
+def infer(
+    checkpoint: str | Path,
+    graph: OpGraph,
+    cluster: Cluster,
+    *,
+    samples: int = 0,
+    seed: int = 0,
+) -> InferResult:
+    """Zero-shot: a checkpoint's policy decides for a graph, without any training.
+
+    Args:
+      checkpoint: a checkpoint file or run directory.
+      graph: the graph.
+      cluster: the cluster (at most the checkpoint's ``max_devices`` devices).
+      samples: additionally draw this many samples and keep the best (0: greedy only).
+      seed: PRNG seed of those samples.
+
+    Returns:
+      The :class:`InferResult`.
+    """
+    began = time.perf_counter()
+    ckpt = load_checkpoint(checkpoint)
+    config = ckpt.config
+    env = _make_envs([("graph", graph)], cluster, config, None)[0]
+    agent = agent_for(config)
+    template = agent.policy.init(jax.random.key(0), env.inputs, config.max_devices)
+    params = restore_params(template, ckpt.params)
+    greedy, greedy_time = _greedy(agent, params, env)
+    if samples > 0:
+        actions, _, _ = agent.sample(params, env, jax.random.key(seed), samples)
+        env.score(env.decisions(actions))
+    best = env.best if env.best is not None else greedy
+    return InferResult(
+        best,
+        env.best_time,
+        env.best_oom,
+        greedy_time,
+        env.reference_time,
+        time.perf_counter() - began,
+    )
+
+
+def simulate_time(graph: OpGraph, cluster: Cluster, decisions: Decisions) -> float:
+    """Simulated step time of decisions (a convenience for tables)."""
+    return float(simulate(graph, cluster, decisions).step_time)
