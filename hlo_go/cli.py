@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from hlo_go.hlo import HloModule, HloParseError, load_hlo, module_cost, parse_hlo, summarize
+from hlo_go.rl.cli import add_train_commands
 from hlo_go.sim.cli import add_simulate_command
 
 
@@ -248,6 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_roundtrip)
 
     add_simulate_command(sub)
+    add_train_commands(sub)
     corpus = sub.add_parser("corpus", help="the workload corpus: build, list, show")
     corpus_sub = corpus.add_subparsers(dest="corpus_command", required=True)
     p = corpus_sub.add_parser("build", help="regenerate stored graphs and index.json")

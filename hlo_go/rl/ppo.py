@@ -238,7 +238,7 @@ def ppo_update_step(
     (_, info), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
     updates, opt_state = optimizer.update(grads, opt_state, params)
     params = optax.apply_updates(params, updates)
-    return params, opt_state, info._replace(grad_norm=optax.global_norm(grads))
+    return params, opt_state, info._replace(grad_norm=optax.tree.norm(grads))
 
 
 UpdateFn = Callable[[Params, optax.OptState, PPOBatch], tuple[Params, optax.OptState, LossInfo]]
