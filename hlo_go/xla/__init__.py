@@ -18,6 +18,15 @@ from hlo_go.xla.hooks import (
 )
 from hlo_go.xla.inputs import random_array, random_inputs
 from hlo_go.xla.measure import Measurement, measure, outputs_match
+from hlo_go.xla.passes import (
+    PassFailedError,
+    PassNotRunError,
+    PipelinePass,
+    canonicalize_hlo,
+    discover_pipeline,
+    passes_run,
+    run_hlo_passes,
+)
 from hlo_go.xla.mpmd import Leaf, Partition, PlacementError, Segment, partition
 from hlo_go.xla.placed import (
     PlacedArguments,
@@ -33,6 +42,13 @@ from hlo_go.xla.schedule import ScheduleError, apply_schedule, compile_with, lis
 from hlo_go.xla.timing import Timing, time_interleaved
 
 __all__ = [
+    "PassFailedError",
+    "PassNotRunError",
+    "PipelinePass",
+    "canonicalize_hlo",
+    "discover_pipeline",
+    "passes_run",
+    "run_hlo_passes",
     "NOT_FUSIBLE",
     "PREFUSION_COMPILER_OPTIONS",
     "FusionError",
