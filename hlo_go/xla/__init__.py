@@ -18,6 +18,7 @@ from hlo_go.xla.hooks import (
 )
 from hlo_go.xla.inputs import random_array, random_inputs
 from hlo_go.xla.measure import Measurement, measure, outputs_match
+from hlo_go.xla.mpmd import Leaf, Partition, PlacementError, Segment, partition
 from hlo_go.xla.passes import (
     PassFailedError,
     PassNotRunError,
@@ -27,7 +28,6 @@ from hlo_go.xla.passes import (
     passes_run,
     run_hlo_passes,
 )
-from hlo_go.xla.mpmd import Leaf, Partition, PlacementError, Segment, partition
 from hlo_go.xla.placed import (
     PlacedArguments,
     PlacedProgram,
@@ -42,13 +42,6 @@ from hlo_go.xla.schedule import ScheduleError, apply_schedule, compile_with, lis
 from hlo_go.xla.timing import Timing, time_interleaved
 
 __all__ = [
-    "PassFailedError",
-    "PassNotRunError",
-    "PipelinePass",
-    "canonicalize_hlo",
-    "discover_pipeline",
-    "passes_run",
-    "run_hlo_passes",
     "NOT_FUSIBLE",
     "PREFUSION_COMPILER_OPTIONS",
     "FusionError",
@@ -56,6 +49,9 @@ __all__ = [
     "Leaf",
     "Measurement",
     "Partition",
+    "PassFailedError",
+    "PassNotRunError",
+    "PipelinePass",
     "PlacedArguments",
     "PlacedProgram",
     "PlacementError",
@@ -65,23 +61,27 @@ __all__ = [
     "Timing",
     "apply_fusion",
     "apply_schedule",
+    "canonicalize_hlo",
     "capture_prefusion",
     "capture_prefusion_lowered",
     "compile_hlo_text",
     "compile_placed",
     "compile_replacing",
     "compile_with",
+    "discover_pipeline",
     "hlo_hook",
     "list_schedule",
     "measure",
     "measure_placed",
     "outputs_match",
     "partition",
+    "passes_run",
     "placed_module",
     "profile_lowered",
     "random_array",
     "random_inputs",
     "run_executable",
+    "run_hlo_passes",
     "run_placed",
     "time_interleaved",
     "xla_accepts",
