@@ -19,6 +19,11 @@ Every placer returns ``int32[N]`` with colocation groups on one device.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+
 import numpy as np
 
 from hlo_go.baselines.costs import compute_weights
@@ -125,7 +130,8 @@ def expert_placement(graph: OpGraph, cluster: Cluster, *, seed: int = 0) -> np.n
     """Layer-wise contiguous stages balanced by compute (the human expert's placement).
 
     Scopes come from ``graph.op_names`` (:func:`hlo_go.baselines.scopes.scope_ids`, at the
-    shallowest depth with at least ``2 · D`` scopes), ordered by the topological position
+    shallowest depth with at least ``2 · D`` scopes, scopes with more than half a device's
+    share of compute split into their sub-scopes), ordered by the topological position
     of their first node (forward order) and cut into ``D`` contiguous chunks of about equal
     compute (:func:`contiguous_split`). A graph without op_names is split the same way
     node by node in topological order.
@@ -144,7 +150,7 @@ def expert_placement(graph: OpGraph, cluster: Cluster, *, seed: int = 0) -> np.n
     n = graph.num_nodes
     weights = compute_weights(graph, cluster)
     adj = adjacency(graph)
-    ids, scopes = scope_ids(graph, min_scopes=2 * d)
+    ids, scopes = scope_ids(graph, min_scopes=2 * d, weights=weights, max_share=0.5 / d)
     device = np.full(n, -1, dtype=np.int64)
     if scopes:
         first = np.full(len(scopes), np.iinfo(np.int64).max, dtype=np.int64)
@@ -227,15 +233,41 @@ def metis_parts(
     xadj = np.zeros(k + 1, dtype=np.int64)
     np.cumsum(np.bincount(src, minlength=k), out=xadj[1:])
     options = pymetis.Options(seed=int(seed))
-    _, membership = pymetis.part_graph(
-        parts,
-        xadj=xadj.tolist(),
-        adjncy=dst.tolist(),
-        vweights=vweights.astype(np.int64).tolist(),
-        eweights=eweights.tolist(),
-        options=options,
-    )
-    return np.asarray(membership, dtype=np.int64)[vertex]
+    with _quiet_c_output():
+        _, membership = pymetis.part_graph(
+            parts,
+            xadj=xadj.tolist(),
+            adjncy=dst.tolist(),
+            vweights=vweights.astype(np.int64).tolist(),
+            eweights=eweights.tolist(),
+            options=options,
+        )
+    membership = np.asarray(membership, dtype=np.int64)
+    if membership.shape != (k,) or membership.min() < 0 or membership.max() >= parts:
+        raise RuntimeError(
+            f"METIS returned an invalid {parts}-way partition of {graph.module_name!r} "
+            f"({membership.shape[0]} labels for {k} vertices)"
+        )
+    return membership[vertex]
+
+
+@contextlib.contextmanager
+def _quiet_c_output() -> Iterator[None]:
+    """Silences what C code writes to file descriptors 1 and 2 (METIS prints warnings
+    such as "Cannot bisect a graph with 0 vertices" when a part would be empty)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os.close(saved[0])
+        os.close(saved[1])
 
 
 def heft_placement(graph: OpGraph, cluster: Cluster, *, seed: int = 0) -> np.ndarray:

@@ -74,16 +74,27 @@ def scope_path(op_name: str) -> tuple[str, ...]:
     return tuple(parts[:-1])
 
 
-def scope_ids(graph: OpGraph, *, min_scopes: int) -> tuple[np.ndarray, list[tuple[str, ...]]]:
-    """Labels every node with a scope at the shallowest depth that has enough scopes.
+def scope_ids(
+    graph: OpGraph,
+    *,
+    min_scopes: int,
+    weights: np.ndarray | None = None,
+    max_share: float = 1.0,
+) -> tuple[np.ndarray, list[tuple[str, ...]]]:
+    """Labels every node with a scope: shallowest depth with enough scopes, heavy ones split.
 
-    Leading components shared by every named node (the jitted function, the top
-    module) are skipped; then the depth ``k`` is the smallest whose distinct
-    ``path[:k]`` prefixes number at least ``min_scopes`` (the deepest if none does).
+    The depth ``k`` is the smallest whose distinct ``path[:k]`` prefixes number at least
+    ``min_scopes`` (the deepest if none does). Then, as an expert splits a too-big stage,
+    any scope holding more than ``max_share`` of the total weight is replaced by its
+    sub-scopes one level deeper (nodes whose path ends there stay), until none is too big
+    or none can be split.
 
     Args:
       graph: an OpGraph with ``op_names``.
       min_scopes: how many scopes the split needs (e.g. 2 × devices).
+      weights: ``float[N]`` node weights for ``max_share`` (default all 1).
+      max_share: the largest fraction of the total weight one scope may hold if it can be
+        split.
 
     Returns:
       ``(ids, scopes)``: ``int64[N]`` index into ``scopes`` per node, -1 for nodes without
@@ -100,19 +111,33 @@ def scope_ids(graph: OpGraph, *, min_scopes: int) -> tuple[np.ndarray, list[tupl
     named = [p for p in paths if p]
     if not named:
         return np.full(n, -1, np.int64), []
-    common = 0
-    shortest = min(len(p) for p in named)
-    while common < shortest - 1 and all(p[common] == named[0][common] for p in named):
-        common += 1
     deepest = max(len(p) for p in named)
     chosen = deepest
-    for depth in range(common + 1, deepest + 1):
+    for depth in range(1, deepest + 1):
         if len({p[:depth] for p in named}) >= min_scopes:
             chosen = depth
             break
+    weight = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
+    limit = max_share * float(weight[[i for i, p in enumerate(paths) if p]].sum())
+    depth_of = [min(chosen, len(p)) for p in paths]
+    for _ in range(deepest):
+        totals: dict[tuple[str, ...], float] = {}
+        splittable: set[tuple[str, ...]] = set()
+        for i, path in enumerate(paths):
+            if path:
+                key = path[: depth_of[i]]
+                totals[key] = totals.get(key, 0.0) + weight[i]
+                if len(path) > depth_of[i]:
+                    splittable.add(key)
+        heavy = {key for key, total in totals.items() if total > limit and key in splittable}
+        if not heavy:
+            break
+        for i, path in enumerate(paths):
+            if path and len(path) > depth_of[i] and path[: depth_of[i]] in heavy:
+                depth_of[i] += 1
     table: dict[tuple[str, ...], int] = {}
     ids = np.full(n, -1, np.int64)
     for i, path in enumerate(paths):
         if path:
-            ids[i] = table.setdefault(path[:chosen], len(table))
+            ids[i] = table.setdefault(path[: depth_of[i]], len(table))
     return ids, list(table)
