@@ -306,9 +306,11 @@ class _CellGraph:
             self.pred[b].add(a)
         self.alive = [True] * len(cells)
 
-    def reaches_indirectly(self, a: int, b: int, budget: int) -> bool | None:
-        """Whether a path a -> x -> ... -> b exists through some other cell x; None when the
-        search would scan more than ``budget`` edges."""
+    def reaches(self, a: int, b: int, budget: int, *, indirectly: bool = False) -> bool | None:
+        """Whether a path a -> ... -> b exists (``indirectly``: through some other cell);
+        None when the search would scan more than ``budget`` edges."""
+        if not indirectly and b in self.succ[a]:
+            return True
         stack = [x for x in self.succ[a] if x != b]
         seen = set(stack)
         scanned = 0
@@ -474,7 +476,12 @@ def partition(
         for ids in by_device.values():
             current = ids[0]
             for nxt in ids[1:]:
-                if cells.reaches_indirectly(current, nxt, merge_budget) is False:
+                # Merged cells span several stages, so a path may also lead back from
+                # ``nxt`` to ``current``; either way the merge would close a cycle.
+                if (
+                    cells.reaches(current, nxt, merge_budget, indirectly=True) is False
+                    and cells.reaches(nxt, current, merge_budget) is False
+                ):
                     cells.merge(current, nxt)
                     owner[current] = nxt
                 current = nxt

@@ -287,8 +287,13 @@ def segment_module(
         donate,
     )
     if aliases:
+        # A one-element result tuple reaches XLA as a plain array (the StableHLO path
+        # untuples it), so its alias has the empty output index.
+        single = len(segment.outputs) == 1
         attributes["input_output_alias"] = (
-            "{ " + ", ".join(f"{{{o}}}: ({p}, {{}}, may-alias)" for p, o in aliases) + " }"
+            "{ "
+            + ", ".join(f"{{{'' if single else o}}}: ({p}, {{}}, may-alias)" for p, o in aliases)
+            + " }"
         )
     seg_module = HloModule(
         _NAME_OK.sub("_", f"{module.name}.segment_{segment.index}.device_{segment.device}"),
@@ -298,10 +303,30 @@ def segment_module(
         module.stack_frames,
     )
     if fusion_groups is not None:
-        groups = _segment_groups(segment, fusion_groups, name_of, expansion)
+        groups = _single_output(entry, _segment_groups(segment, fusion_groups, name_of, expansion))
         if groups:
             seg_module = apply_fusion(seg_module, groups)
     return seg_module
+
+
+def _single_output(entry: HloComputation, groups: list[list[str]]) -> list[list[str]]:
+    """The groups with one output (one member read outside the group).
+
+    A multi-output ``kLoop`` fusion does not survive the HLO → StableHLO compile path
+    (measured on jaxlib 0.10.2: XLA aborts on a missing layout), so those groups are
+    left for XLA to fuse; they still run in one segment.
+    """
+    users: dict[str, list[str]] = {}
+    for instr in entry.instructions:
+        for operand in instr.operands:
+            users.setdefault(operand, []).append(instr.name)
+    kept = []
+    for group in groups:
+        members = set(group)
+        outputs = [m for m in group if any(u not in members for u in users.get(m, ()))]
+        if len(outputs) <= 1:
+            kept.append(group)
+    return kept
 
 
 def _aliases(

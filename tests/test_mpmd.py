@@ -1,0 +1,284 @@
+"""The MPMD placement runtime: partitioning, real multi-device runs, errors, freeing, donation.
+
+Runs on the 8 virtual CPU devices that ``conftest.py`` configures.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from hlo_go import corpus
+from hlo_go.decisions import Decisions
+from hlo_go.graph import build_graph
+from hlo_go.hlo import parse_hlo
+from hlo_go.xla import (
+    PlacementError,
+    compile_placed,
+    measure_placed,
+    outputs_match,
+    partition,
+    placed_module,
+    run_placed,
+)
+from hlo_go.xla.mpmd import COMPUTE, check_partition
+from hlo_go.xla.segments import expand_bitcasts
+
+DEVICES = jax.devices()
+
+
+def _decisions(placement: np.ndarray, fusion: np.ndarray | None = None) -> Decisions:
+    n = placement.shape[0]
+    return Decisions(
+        placement.astype(np.int32),
+        np.zeros(n, np.float32),
+        np.zeros(n, np.float32) if fusion is None else fusion.astype(np.float32),
+    )
+
+
+def _by_opcode(graph, placement_of_op: dict[str, int], default: int = 0) -> np.ndarray:
+    placement = np.full(graph.num_nodes, default, np.int32)
+    for i, op in enumerate(graph.opcode_names):
+        placement[i] = placement_of_op.get(op, default)
+    return placement[graph.colocation_group]
+
+
+def _mlp_step(params, x, y):
+    def loss(p):
+        h = jnp.tanh(x @ p["w1"] + p["b1"])
+        out = h @ p["w2"]
+        return jnp.mean((out - y) ** 2)
+
+    value, grads = jax.value_and_grad(loss)(params)
+    new = jax.tree.map(lambda p, g: p - 0.1 * g, params, grads)
+    return value, new
+
+
+RNG = np.random.default_rng(0)
+MLP_ARGS = (
+    {
+        "w1": RNG.standard_normal((16, 32), dtype=np.float32),
+        "b1": RNG.standard_normal((32,), dtype=np.float32),
+        "w2": RNG.standard_normal((32, 4), dtype=np.float32),
+    },
+    RNG.standard_normal((8, 16), dtype=np.float32),
+    RNG.standard_normal((8, 4), dtype=np.float32),
+)
+
+
+def _diamond(x):
+    a = jnp.sin(x)
+    b = jnp.cos(a) * 3.0
+    c = jnp.exp(a)
+    return b + c
+
+
+def test_hand_placed_diamond_on_two_devices():
+    x = np.linspace(-1, 1, 64, dtype=np.float32)
+    module, graph = placed_module(_diamond, args=(x,))
+    # sine and the final add on device 0, the cosine branch on device 1.
+    placement = _by_opcode(graph, {"cosine": 1, "multiply": 1, "broadcast": 1})
+    program = compile_placed(module, _decisions(placement), DEVICES[:2])
+    part = program.partition
+    check_partition(part)
+    assert [s.device for s in part.segments] == [0, 1, 0]
+    assert part.edges == ((0, 1), (0, 2), (1, 2))
+    got = program(x)
+    assert list(got[0].devices()) == [DEVICES[0]]
+    ok, message = outputs_match(got, [jax.jit(_diamond)(x)])
+    assert ok, message
+    assert program.stats.transfers == 2  # sine's result to device 1, the product back
+
+
+def test_cross_device_chain_and_a_cycle_naive_grouping_would_need():
+    def chain(x):
+        for k in range(6):
+            x = jnp.sin(x) + k
+        return x
+
+    x = np.linspace(0, 1, 32, dtype=np.float32)
+    module, graph = placed_module(chain, args=(x,))
+    compute = [i for i, op in enumerate(graph.opcode_names) if op in ("sine", "add")]
+    placement = np.zeros(graph.num_nodes, np.int32)
+    # Alternate devices every two ops: 0 -> 1 -> 0 -> 1 ... One segment per device would
+    # be a cycle (device 0 waits on device 1, which waits on device 0); the partition must
+    # split each device's nodes instead.
+    for k, node in enumerate(compute):
+        placement[node] = (k // 2) % 2
+    placement = placement[graph.colocation_group]
+    part = partition(module, graph, placement)
+    check_partition(part)
+    devices = [s.device for s in part.segments]
+    assert devices == [0, 1] * (len(devices) // 2)
+    assert len(devices) == 6
+    got = run_placed(chain, _decisions(placement), DEVICES[:2], args=(x,))
+    ok, message = outputs_match(got, jax.jit(chain)(x))
+    assert ok, message
+
+
+@pytest.mark.parametrize("devices", [2, 4, 8])
+@pytest.mark.parametrize("kind", ["round_robin", "contiguous"])
+def test_training_step_placed_matches_jit(devices, kind):
+    module, graph = placed_module(_mlp_step, args=MLP_ARGS)
+    n = graph.num_nodes
+    position = np.empty(n, np.int64)
+    position[graph.topo_order] = np.arange(n)
+    if kind == "round_robin":
+        placement = (np.arange(n) % devices).astype(np.int32)
+    else:
+        placement = (position * devices // n).astype(np.int32)
+    placement = placement[graph.colocation_group]
+    program = compile_placed(module, _decisions(placement), DEVICES[:devices])
+    check_partition(program.partition)
+    used = {s.device for s in program.partition.segments}
+    assert len(used) > 1
+    got = jax.block_until_ready(program(*jax.tree.leaves(MLP_ARGS)))
+    want = jax.jit(_mlp_step)(*MLP_ARGS)
+    ok, message = outputs_match(got, jax.tree.leaves(want))
+    assert ok, message
+    # The same through the pytree front door.
+    tree = run_placed(_mlp_step, _decisions(placement), DEVICES[:devices], args=MLP_ARGS)
+    assert jax.tree.structure(tree) == jax.tree.structure(want)
+
+
+def test_fused_groups_are_never_split():
+    module, graph = placed_module(_mlp_step, args=MLP_ARGS)
+    n = graph.num_nodes
+    placement = ((np.arange(n) // 3) % 3).astype(np.int32)[graph.colocation_group]
+    decisions = _decisions(placement, fusion=np.ones(n))
+    groups = decisions.fusion_groups(graph)
+    assert (np.bincount(groups) > 1).any(), "the test needs some multi-node groups"
+    program = compile_placed(module, decisions, DEVICES[:3])
+    check_partition(program.partition, groups)
+    assert any(i.opcode == "fusion" for m in program.modules for i in m.entry.instructions), (
+        "fused groups should reach XLA as fusions"
+    )
+    got = program(*jax.tree.leaves(MLP_ARGS))
+    ok, message = outputs_match(got, jax.tree.leaves(jax.jit(_mlp_step)(*MLP_ARGS)))
+    assert ok, message
+
+
+def test_corpus_graph_with_loops_split_over_three_devices():
+    module = corpus.load("gnmt_l2_scan", "prefusion")
+    graph = build_graph(module)
+    n = graph.num_nodes
+    position = np.empty(n, np.int64)
+    position[graph.topo_order] = np.arange(n)
+    placement = (position * 3 // n).astype(np.int32)[graph.colocation_group]
+    program = compile_placed(module, _decisions(placement), DEVICES[:3], graph=graph)
+    part = program.partition
+    check_partition(part)
+    whiles = [i for i, op in enumerate(graph.opcode_names) if op == "while"]
+    assert whiles and all(part.kind[w] == COMPUTE and part.segment_of[w] >= 0 for w in whiles)
+    result = measure_placed(
+        module, _decisions(placement), DEVICES[:3], program=program, repeats=1, warmup=0
+    )
+    assert result.correct, result.message
+    assert program.stats.transfers > 0 and len({s.device for s in part.segments}) == 3
+
+
+def test_round_robin_partition_of_a_large_corpus_graph_is_acyclic():
+    module = corpus.load("resnet_26", "prefusion")
+    graph = build_graph(module)
+    placement = (np.arange(graph.num_nodes) % 8).astype(np.int32)[graph.colocation_group]
+    merged = partition(module, graph, placement)
+    unmerged = partition(module, graph, placement, merge=False)
+    check_partition(merged)
+    check_partition(unmerged)
+    assert merged.num_segments < unmerged.num_segments
+
+
+def test_invalid_decisions_are_rejected_with_the_node_named():
+    x = np.ones(8, np.float32)
+    module, graph = placed_module(_diamond, args=(x,))
+    n = graph.num_nodes
+    bad = np.zeros(n, np.int32)
+    bad[-1] = 5
+    with pytest.raises(ValueError, match="not a device of a 2-device cluster"):
+        run_placed(_diamond, _decisions(bad), DEVICES[:2], args=(x,))
+    with pytest.raises(ValueError, match=r"must be an array of shape"):
+        run_placed(_diamond, _decisions(np.zeros(n + 1, np.int32)), DEVICES[:2], args=(x,))
+    # A fused group across devices.
+    groups = np.arange(n)
+    sine = graph.opcode_names.index("sine")
+    cosine = graph.opcode_names.index("cosine")
+    groups[cosine] = sine
+    placement = np.zeros(n, np.int32)
+    placement[cosine] = 1
+    with pytest.raises(PlacementError, match="spans devices"):
+        partition(module, graph, placement, fusion_groups=groups)
+    # Decisions for another graph.
+    _, other_graph = placed_module(_mlp_step, args=MLP_ARGS)
+    with pytest.raises(PlacementError, match="not built from this module"):
+        partition(module, other_graph, np.zeros(other_graph.num_nodes, np.int32))
+
+
+def test_stateful_rng_is_refused():
+    text = """HloModule rng
+
+ENTRY %main (a: f32[], b: f32[]) -> f32[4] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %r = f32[4]{0} rng(%a, %b), distribution=rng_uniform
+}
+"""
+    module = parse_hlo(text)
+    graph = build_graph(module)
+    with pytest.raises(PlacementError, match="'r' \\(rng\\) cannot run"):
+        compile_placed(module, Decisions.default(graph), DEVICES[:1])
+
+
+def test_buffers_are_freed_after_their_last_reader_and_inputs_never_donated():
+    def chain(x):
+        for _ in range(8):
+            x = jnp.tanh(x) * 1.5
+        return x
+
+    x = np.linspace(-1, 1, 4096, dtype=np.float32)
+    module, graph = placed_module(chain, args=(x,))
+    tanh_nodes = [i for i, op in enumerate(graph.opcode_names) if op == "tanh"]
+    placement = np.zeros(graph.num_nodes, np.int32)
+    for k, node in enumerate(tanh_nodes):
+        placement[node:] = k % 2
+    placement = placement[graph.colocation_group]
+    program = compile_placed(module, _decisions(placement), DEVICES[:2])
+    segments = program.num_segments
+    assert segments >= 6
+    placed_args = program.place_arguments([x])
+    before = len(jax.live_arrays())
+    out = jax.block_until_ready(program(placed_args))
+    stats = program.stats
+    # Every intermediate but the output is released, and only the output is still held.
+    assert stats.live_after == 1
+    assert stats.freed >= stats.transfers + segments - 1
+    # Only a few values are held at once, not all of them.
+    everything = (stats.transfers + segments) * x.nbytes
+    assert max(stats.peak_live_bytes) < everything / 2
+    assert stats.donated > 0
+    assert len(jax.live_arrays()) == before + 1  # the output; intermediates are gone
+    assert not any(a.is_deleted() for a in placed_args.arrays)
+    ok, message = outputs_match(out, [jax.jit(chain)(x)])
+    assert ok, message
+    again = program(placed_args)  # inputs survive the donating run
+    assert np.array_equal(np.asarray(again[0]), np.asarray(out[0]))
+
+
+def test_bitcasts_of_non_default_layouts_keep_their_meaning():
+    # f32[2,3]{0,1} bitcast to f32[3,2]{1,0} is a transpose in logical terms.
+    text = """HloModule bc
+
+ENTRY %main (p: f32[2,3]) -> f32[3,2] {
+  %p = f32[2,3]{1,0} parameter(0)
+  %c = f32[2,3]{0,1} copy(%p)
+  ROOT %b = f32[3,2]{1,0} bitcast(%c)
+}
+"""
+    module = parse_hlo(text)
+    expanded = expand_bitcasts(module.entry, set())
+    assert "bitcast" not in [i.opcode for i in expanded.instructions]
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    graph = build_graph(module)
+    got = run_placed(module, Decisions.default(graph), DEVICES[:1], args=[x])
+    np.testing.assert_array_equal(np.asarray(got[0]), x.T)
