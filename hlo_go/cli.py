@@ -5,6 +5,8 @@ hlo-go roundtrip FILE...      parse, print, and check XLA accepts the printed te
 hlo-go corpus build [NAME...] regenerate the workload corpus (default: every graph)
 hlo-go corpus list            table of the stored corpus graphs
 hlo-go corpus show NAME       one corpus graph: stages, counts, costs, top opcodes
+hlo-go baseline GRAPH --cluster NAME --method NAME   placement/scheduling/fusion baselines
+hlo-go baseline --all --corpus --cluster NAME        every baseline on every corpus graph
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from hlo_go.baselines.cli import add_baseline_command
 from hlo_go.hlo import HloModule, HloParseError, load_hlo, module_cost, parse_hlo, summarize
 from hlo_go.rl.cli import add_train_commands
 from hlo_go.sim.cli import add_simulate_command
@@ -249,6 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_roundtrip)
 
     add_simulate_command(sub)
+    add_baseline_command(sub)
     add_train_commands(sub)
     corpus = sub.add_parser("corpus", help="the workload corpus: build, list, show")
     corpus_sub = corpus.add_subparsers(dest="corpus_command", required=True)

@@ -20,6 +20,7 @@ import numpy as np
 
 from hlo_go.baselines.registry import get
 from hlo_go.baselines.search import run_search
+from hlo_go.decisions import Decisions
 from hlo_go.graph import OpGraph
 from hlo_go.sim import Cluster, simulate
 
@@ -87,6 +88,7 @@ def run_method(
     seed: int = 0,
     budget: int | None = None,
     time_limit: float | None = None,
+    decisions_out: list[Decisions] | None = None,
 ) -> BaselineRow:
     """Runs one method and simulates its decisions.
 
@@ -98,6 +100,7 @@ def run_method(
       seed: the seed.
       budget: a search's evaluations (default 2,000).
       time_limit: a search's wall-clock limit in seconds.
+      decisions_out: if given, the method's decisions are appended to it.
 
     Returns:
       The :class:`BaselineRow`.
@@ -119,6 +122,8 @@ def run_method(
     else:
         decisions = spec(graph, cluster, seed=seed, budget=budget)
     seconds = time.perf_counter() - started
+    if decisions_out is not None:
+        decisions_out.append(decisions)
     result = simulate(graph, cluster, decisions)
     return BaselineRow(
         graph=graph_name or graph.module_name,
