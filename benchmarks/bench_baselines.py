@@ -9,6 +9,9 @@ and random search, simulated annealing and BRKGA). Searches get a fixed budget: 
 simulator evaluations or 10 minutes per graph and method, whichever comes first
 (``--quick``: 3 small graphs, 60 evaluations or 30 s).
 
+``HLO_GO_BASELINES_BUDGET`` and ``HLO_GO_BASELINES_TIME_LIMIT`` (seconds) override the
+search budget and time limit; the results file records the values used.
+
 Graph × cluster tasks run in parallel worker processes (``HLO_GO_BENCH_WORKERS``,
 default 2), largest graphs first; each finished task is appended to
 ``benchmarks/.cache/baselines[.quick].partial.jsonl`` and a rerun with
@@ -102,6 +105,8 @@ def run(*, quick: bool = False) -> dict[str, Any]:
 
     graphs = list(QUICK_GRAPHS) if quick else corpus.names()
     budget, time_limit = (QUICK_BUDGET, QUICK_TIME_LIMIT) if quick else (BUDGET, TIME_LIMIT)
+    budget = int(os.environ.get("HLO_GO_BASELINES_BUDGET", budget))
+    time_limit = float(os.environ.get("HLO_GO_BASELINES_TIME_LIMIT", time_limit))
     tasks = sorted(
         ((g, c) for g in graphs for c in CLUSTERS), key=lambda t: (-_node_count(t[0]), t[1])
     )

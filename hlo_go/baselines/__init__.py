@@ -18,6 +18,8 @@ Public names::
     priority_fusion_priority, xla_cpu_like_eligible, edge_fusion_benefit,
     expensive_nodes, reuses_operand
     scope_path, scope_ids, split_op_name     task_costs, TaskCosts
+    STANDARD_METHODS, BaselineRow, run_method, run_methods, best_by_graph, speedups,
+    rich_table, to_csv, plot_bars
 
 Module by concept: :mod:`~hlo_go.baselines.costs` (node and transfer times the
 heuristics use), :mod:`~hlo_go.baselines.scopes` (layers from op_name metadata),
@@ -65,6 +67,17 @@ from hlo_go.baselines.registry import (
     get,
     names,
 )
+from hlo_go.baselines.report import (
+    STANDARD_METHODS,
+    BaselineRow,
+    best_by_graph,
+    plot_bars,
+    rich_table,
+    run_method,
+    run_methods,
+    speedups,
+    to_csv,
+)
 from hlo_go.baselines.scheduling import critical_path_priority, fifo_priority, upward_rank
 from hlo_go.baselines.scopes import scope_ids, scope_path, split_op_name
 from hlo_go.baselines.search import (
@@ -81,12 +94,15 @@ __all__ = [
     "DEFAULT_STARTS",
     "FUSION_OFF",
     "KINDS",
+    "STANDARD_METHODS",
+    "BaselineRow",
     "Curve",
     "Method",
     "SearchResult",
     "SearchSpace",
     "TaskCosts",
     "UnknownMethodError",
+    "best_by_graph",
     "combine",
     "contiguous_split",
     "critical_path_priority",
@@ -106,16 +122,22 @@ __all__ = [
     "metis_placement",
     "names",
     "no_fusion_priority",
+    "plot_bars",
     "priority_fusion_priority",
     "reuses_operand",
+    "rich_table",
     "round_robin_placement",
+    "run_method",
+    "run_methods",
     "run_search",
     "scope_ids",
     "scope_path",
     "score",
     "single_device_placement",
+    "speedups",
     "split_op_name",
     "task_costs",
+    "to_csv",
     "upward_rank",
     "xla_cpu_like_eligible",
     "xla_cpu_like_priority",

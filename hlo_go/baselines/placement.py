@@ -236,8 +236,7 @@ def metis_parts(
     with _quiet_c_output():
         _, membership = pymetis.part_graph(
             parts,
-            xadj=xadj.tolist(),
-            adjncy=dst.tolist(),
+            pymetis.CSRAdjacency(adj_starts=xadj.tolist(), adjacent=dst.tolist()),
             vweights=vweights.astype(np.int64).tolist(),
             eweights=eweights.tolist(),
             options=options,
