@@ -38,9 +38,9 @@ class RuntimeCalibration(NamedTuple):
       dispatch_s: host seconds per segment dispatch (asynchronous ``execute`` of a
         tiny executable, averaged over a burst).
       transfer_latency_s: seconds of a ``jax.device_put`` between two devices on top of
-        its bytes (intercept of the fit).
+        its bytes (the smallest transfer's time).
       transfer_bandwidth: bytes per second of ``jax.device_put`` between two devices
-        (slope of the fit).
+        (between the two largest transfers).
       samples: the raw measurements (``transfer``: ``[bytes, seconds]`` pairs).
     """
 
@@ -102,8 +102,9 @@ def calibrate_runtime(
       burst: executes per dispatch measurement.
 
     Returns:
-      The :class:`RuntimeCalibration`; transfer figures are a least-squares fit of
-      ``seconds = latency + bytes / bandwidth`` to the medians.
+      The :class:`RuntimeCalibration` for ``seconds = latency + bytes / bandwidth``:
+      latency the smallest transfer's median time, bandwidth the slope between the two
+      largest.
 
     Raises:
       ValueError: fewer than two devices.
@@ -129,15 +130,16 @@ def calibrate_runtime(
         jax.block_until_ready(jax.device_put(array, dst))
         seconds = _median_time(lambda a=array: jax.device_put(a, dst).block_until_ready(), repeats)
         pairs.append([float(size), seconds])
-    data = np.asarray(pairs)
-    # Relative residuals (weights 1/t), so small transfers fix the latency and large
-    # ones the bandwidth.
-    slope, intercept = np.polyfit(data[:, 0], data[:, 1], 1, w=1.0 / data[:, 1])
-    bandwidth = 1.0 / slope if slope > 0 else float("inf")
+    data = np.asarray(sorted(pairs))
+    # The smallest transfer is all latency; the two largest fix the bandwidth (a least
+    # squares line is dominated by either end and mis-states the other on this host).
+    latency = float(data[0, 1])
+    (b0, t0), (b1, t1) = data[-2], data[-1]
+    bandwidth = float((b1 - b0) / (t1 - t0)) if t1 > t0 else float(b1 / max(t1 - latency, 1e-9))
     return RuntimeCalibration(
         dispatch_s=float(dispatch_s),
-        transfer_latency_s=float(max(intercept, 0.0)),
-        transfer_bandwidth=float(bandwidth),
+        transfer_latency_s=latency,
+        transfer_bandwidth=bandwidth,
         samples={"transfer": pairs, "burst": burst, "repeats": repeats},
     )
 
