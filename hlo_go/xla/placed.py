@@ -421,15 +421,14 @@ def _resolve(
     if isinstance(module_or_fn, HloModule | str):
         module = parse_hlo(module_or_fn) if isinstance(module_or_fn, str) else module_or_fn
         flat_args = list(random_inputs(module) if args is None else args)
-        ref_args = None
+        cache: dict[str, Any] = {}
 
-        def reference() -> Any:
-            nonlocal ref_args
-            if not hasattr(reference, "exe"):
+        def reference() -> Any:  # XLA's default compile of the whole module, on first use
+            if not cache:
                 text = portable_module(module).to_text()
-                reference.exe = compile_hlo_text(text, device=reference_device)  # type: ignore[attr-defined]
-                ref_args = jax.device_put(flat_args, reference_device)
-            return reference.exe.execute(ref_args)  # type: ignore[attr-defined]
+                cache["exe"] = compile_hlo_text(text, device=reference_device)
+                cache["args"] = jax.device_put(flat_args, reference_device)
+            return cache["exe"].execute(cache["args"])
 
         return _Program(module, flat_args, reference, lambda outs: outs)
     if not callable(module_or_fn):
@@ -443,15 +442,16 @@ def _resolve(
     lowered = jitted.lower(*args)
     module = capture_prefusion_lowered(lowered)
     flat_args = jax.tree.leaves(tuple(args))
-    compiled = lowered.compile()
     out_tree = lowered.out_tree
-    ref_args = jax.device_put(list(args), reference_device)
-    return _Program(
-        module,
-        flat_args,
-        lambda: compiled(*ref_args),
-        lambda outs: jax.tree.unflatten(out_tree, outs),
-    )
+    state: dict[str, Any] = {}
+
+    def reference() -> Any:  # compiled on first use: run_placed never needs it
+        if not state:
+            state["compiled"] = lowered.compile()
+            state["args"] = jax.device_put(list(args), reference_device)
+        return state["compiled"](*state["args"])
+
+    return _Program(module, flat_args, reference, lambda outs: jax.tree.unflatten(out_tree, outs))
 
 
 def placed_module(
