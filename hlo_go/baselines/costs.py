@@ -45,7 +45,14 @@ class TaskCosts(NamedTuple):
     capacity: np.ndarray
 
     def mean_edge_time(self, edge_bytes: np.ndarray) -> np.ndarray:
-        """Average time of moving ``edge_bytes`` between two distinct devices."""
+        """Average time of moving values between two distinct devices.
+
+        Args:
+          edge_bytes: bytes per value.
+
+        Returns:
+          Seconds per value (0 for empty values).
+        """
         return np.where(
             edge_bytes > 0, self.mean_latency + edge_bytes * self.mean_inv_bandwidth, 0.0
         )
@@ -100,12 +107,27 @@ def _build(graph: OpGraph, cluster: Cluster) -> TaskCosts:
 
 
 def compute_weights(graph: OpGraph, cluster: Cluster) -> np.ndarray:
-    """``float64[N]`` each node's mean unfused kernel time (the load a placer balances)."""
+    """The load a placer balances.
+
+    Args:
+      graph: an OpGraph.
+      cluster: the cluster.
+
+    Returns:
+      ``float64[N]`` each node's unfused kernel time, averaged over devices.
+    """
     return task_costs(graph, cluster).mean_time
 
 
 def data_edges(graph: OpGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(senders, receivers, bytes)`` of the data edges as int64 arrays."""
+    """The data edges.
+
+    Args:
+      graph: an OpGraph.
+
+    Returns:
+      ``(senders, receivers, bytes)`` as int64 arrays.
+    """
     return (
         graph.senders.astype(np.int64),
         graph.receivers.astype(np.int64),
@@ -114,5 +136,12 @@ def data_edges(graph: OpGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def reverse_topo(graph: OpGraph) -> np.ndarray:
-    """``int64[N]`` the graph's topological order, reversed."""
+    """The graph's topological order, reversed.
+
+    Args:
+      graph: an OpGraph.
+
+    Returns:
+      ``int64[N]`` node ids.
+    """
     return np.ascontiguousarray(graph.topo_order[::-1].astype(np.int64))

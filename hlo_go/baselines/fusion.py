@@ -113,15 +113,29 @@ def fuse_all_legal_priority(
 
 
 def expensive_nodes(graph: OpGraph) -> np.ndarray:
-    """``bool[N]``: XLA's expensive elementwise ops (transcendentals, divisions)."""
+    """XLA's expensive elementwise ops.
+
+    Args:
+      graph: an OpGraph.
+
+    Returns:
+      ``bool[N]``: :data:`EXPENSIVE_OPCODES` and any other non-matrix node that computes
+      transcendentals.
+    """
     return _EXPENSIVE[graph.opcode] | (graph.transcendentals > 0) & ~_MATRIX[graph.opcode]
 
 
 def reuses_operand(graph: OpGraph) -> np.ndarray:
-    """``bool[E]`` per data edge: the consumer reads each producer element more than once.
+    """Which data edges' consumers read each producer element more than once.
 
     A broadcast reuses its operand when it makes more elements than it reads; dots,
     convolutions, reduce-windows, gathers and select-and-scatters always may.
+
+    Args:
+      graph: an OpGraph.
+
+    Returns:
+      ``bool[E]``, aligned with ``graph.senders``.
     """
     elements = graph.features[:, _LOG_ELEMENTS]
     src, dst = graph.senders, graph.receivers
@@ -131,7 +145,14 @@ def reuses_operand(graph: OpGraph) -> np.ndarray:
 
 
 def xla_cpu_like_eligible(graph: OpGraph) -> np.ndarray:
-    """``bool[N]``: the nodes ``xla-cpu-like`` lets take part in fusion (module docstring)."""
+    """The nodes ``xla-cpu-like`` lets take part in fusion (module docstring).
+
+    Args:
+      graph: an OpGraph.
+
+    Returns:
+      ``bool[N]``.
+    """
     op = graph.opcode
     elements = np.expm1(graph.features[:, _LOG_ELEMENTS].astype(np.float64))
     eligible = fusible_nodes(graph) & _LOOP_FUSIBLE[op]

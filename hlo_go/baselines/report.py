@@ -72,7 +72,14 @@ class BaselineRow(NamedTuple):
     curve: dict[str, list[float]] | None = None
 
     def to_dict(self, *, with_curve: bool = True) -> dict[str, Any]:
-        """JSON-able fields (optionally without the curve)."""
+        """The row as a dict.
+
+        Args:
+          with_curve: keep the ``curve`` field.
+
+        Returns:
+          JSON-able fields.
+        """
         out = self._asdict()
         if not with_curve:
             out.pop("curve")
@@ -184,8 +191,15 @@ def run_methods(
 
 
 def best_by_graph(rows: Iterable[BaselineRow]) -> dict[tuple[str, str], str]:
-    """The best method per (graph, cluster): the lowest step time among those that fit
-    in memory (among all when none fits)."""
+    """The best method per (graph, cluster).
+
+    Args:
+      rows: rows of any graphs and clusters.
+
+    Returns:
+      ``{(graph, cluster): method}``: the lowest step time among the methods that fit in
+      memory (among all when none fits).
+    """
     best: dict[tuple[str, str], tuple[bool, float, str]] = {}
     for row in rows:
         key = (row.graph, row.cluster)
@@ -253,7 +267,14 @@ def speedups(rows: Sequence[BaselineRow], *, reference: str = "single-device") -
 
 
 def to_csv(rows: Sequence[BaselineRow]) -> str:
-    """The rows as CSV text (curves left out)."""
+    """Rows as CSV.
+
+    Args:
+      rows: the rows.
+
+    Returns:
+      CSV text with a header line (curves left out).
+    """
     out = io.StringIO()
     fields = [f for f in BaselineRow._fields if f != "curve"]
     writer = csv.DictWriter(out, fieldnames=fields)

@@ -107,7 +107,14 @@ class SearchSpace:
         self._weight = compute_weights(graph, cluster) + 1e-12
 
     def split(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Views of a key vector: ``(placement keys [U], fusion keys [N], schedule keys [N])``."""
+        """The three parts of a key vector.
+
+        Args:
+          keys: ``float[size]``.
+
+        Returns:
+          Views ``(placement keys [U], fusion keys [N], schedule keys [N])``.
+        """
         u, n = self.num_units, self.graph.num_nodes
         return keys[:u], keys[u : u + n], keys[u + n :]
 
@@ -166,11 +173,26 @@ class SearchSpace:
         return np.concatenate([place, fuse, sched])
 
     def random(self, rng: np.random.Generator) -> np.ndarray:
-        """A uniformly random key vector."""
+        """A uniformly random key vector.
+
+        Args:
+          rng: the random generator.
+
+        Returns:
+          ``float64[size]`` in ``[0, 1)``.
+        """
         return rng.random(self.size)
 
     def mutate(self, keys: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """One simulated-annealing move (module docstring); returns a new vector."""
+        """One simulated-annealing move (module docstring).
+
+        Args:
+          keys: the current key vector (not modified).
+          rng: the random generator.
+
+        Returns:
+          A new key vector differing in one unit group, fusion range or schedule range.
+        """
         out = keys.copy()
         place, fuse, sched = self.split(out)
         n = self.graph.num_nodes
@@ -197,7 +219,15 @@ class SearchSpace:
 
 
 def score(result: SimResult) -> float:
-    """The search objective: step time, × (2 + worst peak/capacity) when out of memory."""
+    """The search objective.
+
+    Args:
+      result: a simulation result.
+
+    Returns:
+      The step time in seconds, × (2 + the worst device's peak / capacity) when out of
+      memory.
+    """
     if not result.oom:
         return result.step_time
     ratio = float(np.max(result.peak_memory / result.memory_capacity))
