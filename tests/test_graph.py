@@ -825,3 +825,23 @@ def test_jitted_consumer_compiles_once_per_bucket() -> None:
     assert float(out_b[1]) == 0.0  # the padding graph contributes nothing
     consume(to_graphs_tuple([a, b], bucket=(128, 128, 3)))
     assert len(traces) == 2
+
+
+def test_kernel_launches_of_loops_conditionals_and_views() -> None:
+    """A while launches its own kernel plus, on every trip, its body's and condition's."""
+    module = loop_module(known=7, bound=1000)
+    graph, loop = while_node_cost(module)
+    # Body: next, e, m (3 kernels; parameter, get-tuple-element, constant, tuple are not);
+    # condition: c (1).
+    assert graph.launches[loop] == 1 + 7 * (3 + 1)
+    for instr in module.entry.instructions:
+        expected = (
+            0 if instr.opcode in {"parameter", "constant", "tuple", "get-tuple-element"} else None
+        )
+        if expected is not None:
+            assert graph.launches[graph.node_index[instr.name]] == 0
+    # A conditional: itself plus its largest branch (copying: broadcast, copy, slice, reshape).
+    cond_graph = build_graph(parse_hlo(CONDITIONAL), validate=True)
+    assert cond_graph.launches[cond_graph.node_index["cond"]] == 1 + 4
+    # A graph built without launch counts reads as one launch per node.
+    assert (graph._replace(launches=None).kernel_launches == 1).all()

@@ -549,3 +549,39 @@ def test_simulate_command(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["result"]["transfers"] == 2
     assert (tmp_path / "p.png").exists()
+
+
+def test_loop_pays_a_launch_per_kernel_per_trip():
+    """A while's kernel time includes the launch overhead of every kernel it runs."""
+    g = graph_of(
+        """
+  x = f32[1024] parameter(0)
+  zero = s32[] constant(0)
+  init = (s32[], f32[1024]) tuple(zero, x)
+  loop = (s32[], f32[1024]) while(init), condition=cond, body=body, backend_config={"known_trip_count":{"n":"5"}}
+  ROOT r = f32[1024] get-tuple-element(loop), index=1
+""",
+        extra="""
+body {
+  s = (s32[], f32[1024]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  a = f32[1024] get-tuple-element(s), index=1
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  b = f32[1024] negate(a)
+  ROOT t = (s32[], f32[1024]) tuple(j, b)
+}
+cond {
+  s = (s32[], f32[1024]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(5)
+  ROOT c = pred[] compare(i, n), direction=LT
+}
+""",
+    )
+    loop = g.node_index["loop"]
+    assert g.launches[loop] == 1 + 5 * 3  # itself; per trip j, b, c
+    with_launches = simulate(g, tiny_cluster(), decide(g))
+    without = simulate(g._replace(launches=None), tiny_cluster(), decide(g))
+    # 16 launches of 1 us instead of 1; the roofline part is the same.
+    assert span(with_launches, g, "loop")[1] - span(without, g, "loop")[1] == pytest.approx(15)

@@ -137,6 +137,7 @@ def build_graph(
     fusion_kind = np.zeros(n, dtype=np.int8)
     fused_instructions = np.zeros(n, dtype=np.int32)
     trip_count = np.ones(n, dtype=np.int64)
+    launches = np.zeros(n, dtype=np.int64)
     trip_unknown = np.zeros(n, dtype=bool)
     branches = np.zeros(n, dtype=np.int32)
     shape_cache: dict[int, tuple[int, int, int, int, bool, int]] = {}
@@ -144,6 +145,7 @@ def build_graph(
     instruction_cost = costing.instruction
     for i, (instr, comp) in enumerate(zip(flat.instructions, flat.computations, strict=True)):
         cost = instruction_cost(comp, instr)
+        launches[i] = costing.launches(comp, instr)
         flops[i], transcendentals[i], bytes_read[i], bytes_written[i] = cost
         shape = instr.shape
         row = shape_cache.get(id(shape))
@@ -223,5 +225,6 @@ def build_graph(
         root=flat.root,
         module_name=module.name,
         op_names=tuple(str(i.metadata.get("op_name", "")) for i in flat.instructions),
+        launches=_readonly(launches),
     )
     return graph.validate() if validate else graph

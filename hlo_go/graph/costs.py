@@ -27,7 +27,19 @@ what :func:`hlo_go.hlo.instruction_cost` says.
 from __future__ import annotations
 
 from hlo_go.graph.trip_count import DEFAULT_TRIP_COUNT, TripCount, while_trip_count
-from hlo_go.hlo import Cost, HloComputation, HloInstruction, HloModule, instruction_cost
+from hlo_go.hlo import (
+    HOLDER_OPCODES,
+    VIEW_OPCODES,
+    Cost,
+    HloComputation,
+    HloInstruction,
+    HloModule,
+    instruction_cost,
+)
+
+# Opcodes that launch no work of their own (views of buffers, and buffers that exist
+# before the run).
+_NO_LAUNCH: frozenset[str] = VIEW_OPCODES | HOLDER_OPCODES
 
 _ZERO = Cost()
 _CONTROL_FLOW = frozenset({"while", "conditional", "call"})
@@ -70,6 +82,7 @@ class LoopCosting:
         self.module = module
         self.default_trip_count = default_trip_count
         self._computations: dict[str, Cost] = {}
+        self._launches: dict[str, int] = {}
         self._trips: dict[tuple[str, str], TripCount] = {}
 
     def trip_count(self, comp: HloComputation, loop: HloInstruction) -> TripCount:
@@ -96,6 +109,45 @@ class LoopCosting:
             cost = Cost(*total)
             self._computations[name] = cost
         return cost
+
+    def computation_launches(self, name: str) -> int:
+        """Kernels one run of a computation launches (see :meth:`launches`)."""
+        count = self._launches.get(name)
+        if count is None:
+            comp = self.module.computations[name]
+            count = sum(self.launches(comp, instr) for instr in comp.instructions)
+            self._launches[name] = count
+        return count
+
+    def launches(self, comp: HloComputation, instr: HloInstruction) -> int:
+        """Kernels an instruction launches over one run of ``comp``.
+
+        0 for views and holders (``tuple``, ``parameter``, ...); a ``while`` 1 (its own)
+        plus trip count × those of its body and condition; a ``conditional`` 1 plus its
+        largest branch's; a ``call`` its callee's; any other instruction (a fusion
+        included) 1.
+
+        Args:
+          comp: the computation holding ``instr``.
+          instr: the instruction.
+
+        Returns:
+          The count.
+        """
+        op = instr.opcode
+        if op in _NO_LAUNCH:
+            return 0
+        attrs = instr.attributes
+        if op == "while":
+            inner = self.computation_launches(_callee(attrs["body"]))
+            inner += self.computation_launches(_callee(attrs["condition"]))
+            return 1 + self.trip_count(comp, instr).count * inner
+        if op == "conditional":
+            branches = [self.computation_launches(b) for b in instr.called_computations]
+            return 1 + max(branches, default=0)
+        if op == "call" and instr.called_computations:
+            return sum(self.computation_launches(c) for c in instr.called_computations)
+        return 1
 
     def instruction(self, comp: HloComputation, instr: HloInstruction) -> Cost:
         """Cost of an instruction over one run of ``comp``, loop trip counts applied.

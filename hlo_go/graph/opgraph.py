@@ -56,6 +56,12 @@ class OpGraph(NamedTuple):
         node, e.g. ``"jit(f)/transpose(jvp(Model))/block_0/dot_general"``; ``""`` where
         the instruction has none), or ``()`` for a graph built without them. Used by
         placement heuristics that follow the model's layer structure.
+      launches: ``int64[N]`` kernels the node launches in one run of the module: 0 for
+        views and holders (``tuple``, ``get-tuple-element``, ``parameter``, ...), for a
+        ``while`` 1 + trip count × the launches of its body and condition, for a
+        ``conditional`` 1 + its largest branch's, 1 for anything else
+        (:meth:`hlo_go.graph.costs.LoopCosting.launches`); ``None`` for a graph built
+        without them (:attr:`kernel_launches` then gives 1 each).
     """
 
     names: tuple[str, ...]
@@ -78,6 +84,14 @@ class OpGraph(NamedTuple):
     root: int
     module_name: str = ""
     op_names: tuple[str, ...] = ()
+    launches: np.ndarray | None = None
+
+    @property
+    def kernel_launches(self) -> np.ndarray:
+        """``int64[N]`` :attr:`launches`, or 1 per node for a graph built without them."""
+        if self.launches is None:
+            return np.ones(self.num_nodes, dtype=np.int64)
+        return self.launches
 
     @property
     def num_nodes(self) -> int:
@@ -176,6 +190,8 @@ def _validate(graph: OpGraph) -> None:
         ("colocation_group", "i4"),
     ):
         _check_array(graph, field, (n,), kind)
+    if graph.launches is not None and (_check_array(graph, "launches", (n,), "i8") < 0).any():
+        _fail("launches are negative")
     features = _check_array(graph, "features", (n, len(FEATURE_NAMES)), "f4")
     if not np.isfinite(features).all():
         bad = np.argwhere(~np.isfinite(features))[0]

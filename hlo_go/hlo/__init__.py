@@ -16,16 +16,25 @@ from hlo_go.hlo.ir import (
     StackFrameTable,
     Unquoted,
 )
-from hlo_go.hlo.opcodes import ELEMENTWISE_OPCODES, OPCODE_ARITY, OPCODES, TRANSCENDENTAL_OPCODES
+from hlo_go.hlo.opcodes import (
+    ELEMENTWISE_OPCODES,
+    HOLDER_OPCODES,
+    OPCODE_ARITY,
+    OPCODES,
+    TRANSCENDENTAL_OPCODES,
+    VIEW_OPCODES,
+)
 from hlo_go.hlo.parser import HloParseError, load_hlo, parse_hlo
 from hlo_go.hlo.shape import Layout, Shape, ShapeSyntaxError, parse_shape, tuple_shape
 from hlo_go.hlo.summary import ComputationSummary, summarize
 
 __all__ = [
     "ELEMENTWISE_OPCODES",
+    "HOLDER_OPCODES",
     "OPCODES",
     "OPCODE_ARITY",
     "TRANSCENDENTAL_OPCODES",
+    "VIEW_OPCODES",
     "ComputationSummary",
     "Cost",
     "FrozenDict",

@@ -61,6 +61,14 @@ ELEMENTWISE_OPCODES: frozenset[str] = frozenset({
     "stochastic-convert", "subtract", "tan", "tanh", "xor",
 })  # fmt: skip
 
+# Opcodes that name existing buffers rather than compute: no kernel runs for them.
+VIEW_OPCODES: frozenset[str] = frozenset({
+    "tuple", "get-tuple-element", "bitcast", "after-all", "add-dependency", "domain", "opt-barrier",
+})  # fmt: skip
+
+# Opcodes whose buffers exist before a run starts (arguments and literals).
+HOLDER_OPCODES: frozenset[str] = frozenset({"parameter", "constant"})
+
 # Attribute keys whose value names called computations, e.g. ``to_apply=%add``
 # or ``branch_computations={%b0, %b1}``.
 COMPUTATION_ATTRIBUTES: tuple[str, ...] = (

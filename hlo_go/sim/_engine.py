@@ -55,6 +55,7 @@ def build_kernels(
     control_pred: np.ndarray,
     root: int,
     launch_s: np.ndarray,
+    launches: np.ndarray,
     bandwidth: np.ndarray,
     link_bw: np.ndarray,
     link_latency: np.ndarray,
@@ -112,11 +113,14 @@ def build_kernels(
         meff = _INF
         read = 0.0
         written = 0.0
+        nlaunch = 1.0
         single = mptr[k + 1] - mptr[k] == 1
         for i in range(mptr[k], mptr[k + 1]):
             v = members[i]
             if priority[v] > prio:
                 prio = priority[v]
+            if launches[v] > nlaunch:
+                nlaunch = launches[v]
             if single:
                 comp += compute_s[u, v]
                 eff = memory_eff[u, v]
@@ -149,7 +153,7 @@ def build_kernels(
             materialized[first] = kind[first] == 2
         else:
             memory = (read + written) / (bandwidth[d] * meff)
-            kdur[k] = launch_s[d] + max(comp, memory)
+            kdur[k] = launch_s[d] * nlaunch + max(comp, memory)
 
     # Dependencies: kernel -> kernel on one device (and every control edge), transfer ->
     # kernel across devices; one transfer per (producer node, destination device).

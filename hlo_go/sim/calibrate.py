@@ -6,7 +6,7 @@ gives each kernel's flops, transcendentals and bytes (XLA's HloCostAnalysis; a f
 counts its fused body). The simulator predicts a kernel's time as
 (:mod:`hlo_go.sim.cost_model`)::
 
-    launch + max(compute / ce[class], memory / me[class])
+    launch × launches + max(compute / ce[class], memory / me[class])
 
 with ``compute`` and ``memory`` the times at the device's peak rates. :func:`calibrate`
 fits ``launch`` and the per-op-class efficiencies ``ce`` and ``me`` by minimizing the
@@ -15,10 +15,12 @@ the measured time plus an equal share for all (so that large kernels set the
 efficiencies and small ones the launch overhead). The max is smoothed (a log-sum-exp)
 for the fit, and the fit runs with Adam in log space (JAX, Optax).
 
-A step is more than its kernels: the runtime spends time between thunks. The gap per
-kernel, ``(measured step − Σ predicted kernels) / kernels`` (median over the profiled
-graphs, at least 0), is added to the launch overhead, so that simulated step times on
-one device match measured ones.
+(``launches`` is 1 but for loops, which launch their body's kernels on every trip.)
+A step is more than its kernels: the runtime spends time between thunks. The fit also
+predicts each graph's step time as ``Σ kernels + gap × Σ launches`` and adds its squared
+log error (weight :data:`STEP_WEIGHT`), so a per-launch ``gap`` is fitted with the rest;
+the calibrated device's launch overhead is ``launch + gap``, so that simulated step times
+on one device match measured ones.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import numpy as np
 from hlo_go.graph import DTYPE_CLASSES, OpGraph, build_graph
 from hlo_go.hlo import parse_hlo
 from hlo_go.sim.cluster import OP_CLASSES, Device
-from hlo_go.sim.cost_model import KERNEL, dtype_classes, node_kinds, op_classes
+from hlo_go.sim.cost_model import KERNEL, MATRIX_CLASSES, dtype_classes, node_kinds, op_classes
 
 
 class ProfiledGraph(NamedTuple):
@@ -119,6 +121,7 @@ class _Samples(NamedTuple):
     compute: np.ndarray  # seconds at peak rates
     memory: np.ndarray  # seconds at peak bandwidth
     op_class: np.ndarray
+    launches: np.ndarray  # kernels the node launches per run (OpGraph.kernel_launches)
     measured: np.ndarray
     graph: np.ndarray  # index of the profiled graph
 
@@ -126,7 +129,7 @@ class _Samples(NamedTuple):
 def _peak_times(graph: OpGraph, device: Device) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     classes = op_classes(graph)
     dtypes = dtype_classes(graph)
-    matrix = classes == OP_CLASSES.index("matrix")
+    matrix = np.isin(classes, MATRIX_CLASSES)
     rates = np.array(
         [[device.flops_rate(c, m) for c in DTYPE_CLASSES] for m in (False, True)], dtype=np.float64
     )
@@ -141,11 +144,13 @@ def _samples(profiles: Sequence[ProfiledGraph], device: Device) -> _Samples:
     for index, profile in enumerate(profiles):
         compute, memory, classes = _peak_times(profile.graph, device)
         keep = (node_kinds(profile.graph) == KERNEL) & (profile.measured_s > 0)
+        launches = np.maximum(profile.graph.kernel_launches, 1).astype(np.float64)
         parts.append(
             (
                 compute[keep],
                 memory[keep],
                 classes[keep].astype(np.int64),
+                launches[keep],
                 profile.measured_s[keep],
                 np.full(int(keep.sum()), index),
             )
@@ -154,26 +159,34 @@ def _samples(profiles: Sequence[ProfiledGraph], device: Device) -> _Samples:
 
 
 def _predict(samples: _Samples, launch: float, ce: np.ndarray, me: np.ndarray) -> np.ndarray:
-    return launch + np.maximum(
+    return launch * samples.launches + np.maximum(
         samples.compute / ce[samples.op_class], samples.memory / me[samples.op_class]
     )
+
+
+def _step_launches(profile: ProfiledGraph) -> float:
+    """Kernels one step of a profiled graph launches."""
+    kernels = node_kinds(profile.graph) == KERNEL
+    return float(np.maximum(profile.graph.kernel_launches, 1)[kernels].sum())
 
 
 def _fit(
     samples: _Samples,
     masks: np.ndarray,
     step_s: np.ndarray,
+    step_launches: np.ndarray,
     subsets: np.ndarray,
     steps: int,
     initial_launch: float,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Fits ``F`` calibrations at once, fit ``f`` on the samples where ``masks[f]`` and the
     step times of the graphs where ``subsets[f]``.
 
     Returns:
-      ``(launch[F], ce[F, C], me[F, C])`` minimizing each fit's loss: the weighted
-      squared log error of its kernels plus ``STEP_WEIGHT`` times the mean squared log
-      error of its graphs' step times (the sum of their predicted kernels).
+      ``(launch[F], gap[F], ce[F, C], me[F, C])`` minimizing each fit's loss: the
+      weighted squared log error of its kernels plus ``STEP_WEIGHT`` times the mean
+      squared log error of its graphs' step times (the sum of their predicted kernels
+      plus ``gap`` per launch).
     """
     import jax
     import jax.numpy as jnp
@@ -194,6 +207,8 @@ def _fit(
     graphs = int(step_s.shape[0])
     graph_of = jnp.asarray(samples.graph)
     log_steps = jnp.log(jnp.asarray(step_s))
+    log_launches = jnp.log(jnp.asarray(samples.launches))
+    launches_per_graph = jnp.asarray(step_launches)
     graph_weights = jnp.asarray(subsets / np.maximum(subsets.sum(axis=1, keepdims=True), 1))
 
     def loss(theta: Any, sharpness: Any) -> Any:
@@ -201,16 +216,19 @@ def _fit(
         b = log_memory[None, :] - jnp.take_along_axis(theta["me"], cls[None, :].repeat(f, 0), 1)
         # Smooth max of the two times, in log space; sharper as the fit goes on.
         top = jnp.logaddexp(sharpness * a, sharpness * b) / sharpness
-        predicted = jnp.logaddexp(theta["launch"][:, None], top)  # log(launch + max)
+        # log(launch × launches + max)
+        predicted = jnp.logaddexp(theta["launch"][:, None] + log_launches[None, :], top)
         kernel_loss = jnp.sum(w * (predicted - target[None, :]) ** 2)
         per_graph = jax.vmap(lambda row: jax.ops.segment_sum(row, graph_of, graphs))(
             jnp.exp(predicted)
         )
+        per_graph = per_graph + jnp.exp(theta["gap"])[:, None] * launches_per_graph[None, :]
         step_error = (jnp.log(jnp.maximum(per_graph, tiny)) - log_steps[None, :]) ** 2
         return kernel_loss + STEP_WEIGHT * jnp.sum(graph_weights * step_error)
 
     theta = {
         "launch": jnp.full(f, np.log(initial_launch)),
+        "gap": jnp.full(f, np.log(initial_launch)),
         "ce": jnp.zeros((f, c)),
         "me": jnp.zeros((f, c)),
     }
@@ -235,7 +253,7 @@ def _fit(
     ).reshape(f, c)
     ce = np.where(present, np.exp(np.asarray(theta["ce"])), np.nan)
     me = np.where(present, np.exp(np.asarray(theta["me"])), np.nan)
-    return np.exp(np.asarray(theta["launch"])), ce, me
+    return np.exp(np.asarray(theta["launch"])), np.exp(np.asarray(theta["gap"])), ce, me
 
 
 def _calibration(
@@ -243,29 +261,21 @@ def _calibration(
     samples: _Samples,
     chosen: np.ndarray,
     launch: float,
+    gap: float,
     ce: np.ndarray,
     me: np.ndarray,
     base: Device,
     name: str | None,
 ) -> Calibration:
-    """The calibration of fitted parameters on the chosen profiles (the gap fitted here)."""
+    """The calibration of fitted parameters on the chosen profiles."""
     mask = chosen[samples.graph]
     predicted = _predict(samples, launch, np.nan_to_num(ce, nan=1.0), np.nan_to_num(me, nan=1.0))
     error = float(
         np.median(np.abs(predicted[mask] - samples.measured[mask]) / samples.measured[mask])
     )
-    gaps = []
-    for index, profile in enumerate(profiles):
-        if not chosen[index]:
-            continue
-        kernels = int(np.count_nonzero(node_kinds(profile.graph) == KERNEL))
-        if kernels:
-            predicted_step = float(predicted[samples.graph == index].sum())
-            gaps.append((profile.step_s - predicted_step) / kernels)
-    gap = max(0.0, float(np.median(gaps))) if gaps else 0.0
     device = base.replace(
         name=name or f"{base.name} (calibrated)",
-        launch_overhead=float(launch) + gap,
+        launch_overhead=float(launch) + float(gap),
         compute_efficiency={
             c: float(v) for c, v in zip(OP_CLASSES, ce, strict=True) if np.isfinite(v)
         },
@@ -276,7 +286,7 @@ def _calibration(
     return Calibration(
         device,
         float(launch),
-        gap,
+        float(gap),
         error,
         int(mask.sum()),
         tuple(p.name for i, p in enumerate(profiles) if chosen[i]),
@@ -340,9 +350,12 @@ def calibrate_subsets(
         raise ValueError("a calibration has no measured kernels")
     initial = max(float(np.percentile(samples.measured, 5)), 1e-7)
     step_s = np.array([p.step_s for p in profiles], dtype=np.float64)
-    launch, ce, me = _fit(samples, masks, step_s, subsets.astype(np.float64), steps, initial)
+    step_launches = np.array([_step_launches(p) for p in profiles], dtype=np.float64)
+    launch, gap, ce, me = _fit(
+        samples, masks, step_s, step_launches, subsets.astype(np.float64), steps, initial
+    )
     return [
-        _calibration(profiles, samples, subsets[f], launch[f], ce[f], me[f], base, name)
+        _calibration(profiles, samples, subsets[f], launch[f], gap[f], ce[f], me[f], base, name)
         for f in range(subsets.shape[0])
     ]
 
@@ -384,11 +397,9 @@ def calibrate_fused_matrix(
     from hlo_go.sim.cluster import Cluster
     from hlo_go.sim.simulate import simulate
 
-    matrix = OP_CLASSES.index("matrix")
-
     def fuses_matrix(case: FusedCase) -> bool:
         sizes = np.bincount(case.group, minlength=case.graph.num_nodes)[case.group]
-        return bool(((op_classes(case.graph) == matrix) & (sizes > 1)).any())
+        return bool((np.isin(op_classes(case.graph), MATRIX_CLASSES) & (sizes > 1)).any())
 
     if not any(fuses_matrix(case) for case in cases):
         return device, float("nan")  # nothing to fit: the matrix efficiency stands in

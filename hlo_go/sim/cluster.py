@@ -18,10 +18,12 @@ from hlo_go.graph import DTYPE_CLASSES
 from hlo_go.hlo import FrozenDict
 
 # Operation classes the efficiencies are given per (see :func:`hlo_go.sim.op_classes`);
-# "fused_matrix" is a matrix op inside a fused group of two or more nodes, which may lose
-# its library kernel (on XLA:CPU a dot in a loop fusion is emitted as plain loops).
+# "convolution" is separate from "matrix" (dots), as their library kernels differ;
+# "fused_matrix" is a dot or convolution inside a fused group of two or more nodes, which
+# may lose its library kernel (on XLA:CPU a dot in a loop fusion is emitted as plain loops).
 OP_CLASSES: tuple[str, ...] = (
     "matrix",
+    "convolution",
     "elementwise",
     "reduction",
     "data_movement",
@@ -58,8 +60,8 @@ class Device:
       transcendentals_per_s: transcendental functions (exp, log, tanh, ...) per second;
         0 means ``peak_flops["f32"] / 4``.
       compute_efficiency: per op class (:data:`OP_CLASSES`), the fraction of peak FLOP/s
-        kernels of that class achieve (missing: 1; a missing ``fused_matrix`` takes
-        ``matrix``'s value).
+        kernels of that class achieve (missing: 1; a missing ``convolution`` or
+        ``fused_matrix`` takes ``matrix``'s value).
       memory_efficiency: per op class, the fraction of memory bandwidth they achieve
         (missing: as for ``compute_efficiency``).
     """
@@ -102,9 +104,10 @@ class Device:
         out = []
         for table in (self.compute_efficiency, self.memory_efficiency):
             values = [table.get(c, 1.0) for c in OP_CLASSES]
-            values[OP_CLASSES.index("fused_matrix")] = table.get(
-                "fused_matrix", table.get("matrix", 1.0)
-            )
+            for like_matrix in ("convolution", "fused_matrix"):
+                values[OP_CLASSES.index(like_matrix)] = table.get(
+                    like_matrix, table.get("matrix", 1.0)
+                )
             out.append(np.array(values, dtype=np.float64))
         return out[0], out[1]
 

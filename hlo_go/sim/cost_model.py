@@ -2,7 +2,7 @@
 
 A kernel (a fused group, or a node on its own) runs for::
 
-    launch_overhead + max(compute, memory)                    (a roofline)
+    launch_overhead × launches + max(compute, memory)         (a roofline)
     compute = Σ over members of  (flops / rate + transcendentals / trate) / ce
     memory  = bytes / (memory_bandwidth · min over members of me)
 
@@ -10,6 +10,8 @@ where ``rate`` is the device's FLOP/s for the member's output element type (its 
 units for ``dot``/``convolution``), ``trate`` its transcendental rate, and ``ce`` /
 ``me`` its compute / memory efficiency for the member's op class (:func:`op_classes`;
 a matrix op in a group of two or more nodes uses the ``fused_matrix`` class).
+``launches`` is 1, except for a ``while`` or ``conditional``, which runs every kernel of
+its body on every trip (``OpGraph.kernel_launches``).
 ``bytes`` is what the kernel moves to and from memory: the members' bytes read and
 written (XLA's HloCostAnalysis counts) minus the traffic between members, which a
 fused kernel keeps in registers: a member's read of another member's output is not
@@ -34,17 +36,16 @@ from hlo_go.graph import (
     OPCODE_VOCAB,
     OpGraph,
 )
-from hlo_go.hlo import ELEMENTWISE_OPCODES
+from hlo_go.hlo import ELEMENTWISE_OPCODES, HOLDER_OPCODES, VIEW_OPCODES
 from hlo_go.sim.cluster import OP_CLASSES, Cluster
 
 # Node kinds (:func:`node_kinds`).
 KERNEL, VIEW, HOLDER = 0, 1, 2
-VIEW_OPCODES: frozenset[str] = frozenset({
-    "tuple", "get-tuple-element", "bitcast", "after-all", "add-dependency", "domain", "opt-barrier",
-})  # fmt: skip
-HOLDER_OPCODES: frozenset[str] = frozenset({"parameter", "constant"})
 
 MATRIX_OPCODES: frozenset[str] = frozenset({"dot", "convolution", "ragged-dot"})
+# Op classes that run on matrix units (``Device.matrix_flops``) and become ``fused_matrix``
+# inside a fused group.
+MATRIX_CLASSES: tuple[int, ...] = (OP_CLASSES.index("matrix"), OP_CLASSES.index("convolution"))
 REDUCTION_OPCODES: frozenset[str] = frozenset({
     "reduce", "reduce-window", "select-and-scatter", "reduce-precision",
 })  # fmt: skip
@@ -52,6 +53,8 @@ _DATA_MOVEMENT = DATA_MOVEMENT_OPCODES | {"scatter", "iota"}
 
 
 def _class_of(name: str) -> int:
+    if name == "convolution":
+        return OP_CLASSES.index("convolution")
     if name in MATRIX_OPCODES:
         return OP_CLASSES.index("matrix")
     if name in REDUCTION_OPCODES:
@@ -79,7 +82,8 @@ _FUSION_INPUT = FEATURE_NAMES.index("fusion_kinput")
 def op_classes(graph: OpGraph) -> np.ndarray:
     """The op class of every node, an index into :data:`hlo_go.sim.OP_CLASSES`.
 
-    ``matrix``: dot, convolution (and fusions of kind kOutput/kCustom, which hold them);
+    ``matrix``: dot (and fusions of kind kOutput/kCustom, which hold dots or convolutions);
+    ``convolution``: convolution;
     ``reduction``: reduce, reduce-window, select-and-scatter (and kInput fusions);
     ``data_movement``: copies, transposes, slices, broadcasts, gathers, scatters, iota;
     ``elementwise``: elementwise ops, constants, kLoop fusions; ``other``: the rest
@@ -147,7 +151,7 @@ def node_costs(graph: OpGraph, cluster: Cluster) -> NodeCosts:
     """
     classes = op_classes(graph)
     dtypes = dtype_classes(graph)
-    matrix = classes == OP_CLASSES.index("matrix")
+    matrix = np.isin(classes, MATRIX_CLASSES)
     specs: dict[object, int] = {}
     spec = np.array([specs.setdefault(d, len(specs)) for d in cluster.devices], dtype=np.int64)
     n = graph.num_nodes

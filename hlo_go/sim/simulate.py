@@ -59,6 +59,8 @@ class Prepared(NamedTuple):
       bytes_written: ``float64[N]``.
       bytes_out: ``int64[N]``.
       links: the cluster's link matrices.
+      launches: ``float64[N]`` kernels each node launches (``OpGraph.kernel_launches``, at
+        least 1): a ``while`` pays the launch overhead for every kernel of every trip.
     """
 
     graph: OpGraph
@@ -71,6 +73,7 @@ class Prepared(NamedTuple):
     bytes_written: np.ndarray
     bytes_out: np.ndarray
     links: LinkArrays
+    launches: np.ndarray
 
 
 _CACHE: OrderedDict[tuple[int, Cluster], Prepared] = OrderedDict()
@@ -103,6 +106,7 @@ def prepare(graph: OpGraph, cluster: Cluster) -> Prepared:
         graph.bytes_written.astype(np.float64),
         graph.bytes_out.astype(np.int64),
         cluster.link_arrays,
+        np.maximum(graph.kernel_launches, 1).astype(np.float64),
     )
     _CACHE[key] = value
     while len(_CACHE) > _CACHE_SIZE:
@@ -236,6 +240,7 @@ def _run(
         adj.control_pred,
         int(graph.root),
         costs.launch_s,
+        prepared.launches,
         costs.bandwidth,
         links.bandwidth,
         links.latency,

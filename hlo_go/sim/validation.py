@@ -50,7 +50,7 @@ from hlo_go.sim.calibrate import (
     profiled_graph,
 )
 from hlo_go.sim.cluster import OP_CLASSES, Cluster, Device
-from hlo_go.sim.cost_model import op_classes
+from hlo_go.sim.cost_model import MATRIX_CLASSES, op_classes
 from hlo_go.sim.simulate import simulate
 
 
@@ -94,7 +94,9 @@ def in_pinned_process(fn: Callable[..., Any], *args: Any, cpu: int, **kwargs: An
     """Runs ``fn(*args, **kwargs)`` in a fresh process pinned to core ``cpu``.
 
     The child starts without JAX initialized (``spawn``), pins itself, and only then
-    creates XLA's CPU client, whose thread pools therefore have that one core.
+    creates XLA's CPU client, whose thread pools therefore have that one core. A script
+    calling this must guard its top level with ``if __name__ == "__main__":`` (the
+    child imports the main module); a child that dies raises ``BrokenProcessPool``.
 
     Args:
       fn: a module-level function (it is pickled by name); its result must pickle.
@@ -106,9 +108,11 @@ def in_pinned_process(fn: Callable[..., Any], *args: Any, cpu: int, **kwargs: An
       What ``fn`` returned.
     """
     import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
 
-    with multiprocessing.get_context("spawn").Pool(1) as pool:
-        return pool.apply(_pinned_call, (cpu, fn, args, kwargs))
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+        return pool.submit(_pinned_call, cpu, fn, args, kwargs).result()
 
 
 def measure_workload(name: str, *, repeats: int = 5, clock: str = "cpu") -> Any:
@@ -232,7 +236,7 @@ def fusion_variants(
     n = graph.num_nodes
     rng = np.random.default_rng(seed)
     classes = op_classes(graph)
-    not_matrix = (classes != OP_CLASSES.index("matrix")).astype(np.float32)
+    not_matrix = (~np.isin(classes, MATRIX_CLASSES)).astype(np.float32)
     cheap = np.isin(
         classes, [OP_CLASSES.index("elementwise"), OP_CLASSES.index("data_movement")]
     ).astype(np.float32)
@@ -386,6 +390,29 @@ def measure_variants(
     return graph, [Variant(name, k, groups[k], timings[k].median) for k in compiled]
 
 
+def _prefusion_graph(name: str) -> OpGraph:
+    from hlo_go import corpus
+
+    return build_graph(corpus.load(name, "prefusion"))
+
+
+def save_variants(variants: dict[str, list[Variant]], path: str | Path) -> None:
+    """Writes measured fusion variants (graph name -> variants) to a JSON file."""
+    out = {
+        name: [v._replace(group=v.group.tolist())._asdict() for v in measured]
+        for name, measured in variants.items()
+    }
+    Path(path).write_text(json.dumps(out))
+
+
+def load_variants(path: str | Path) -> dict[str, list[Variant]]:
+    """Reads variants written by :func:`save_variants`."""
+    return {
+        name: [Variant(**{**v, "group": np.asarray(v["group"], np.int32)}) for v in measured]
+        for name, measured in json.loads(Path(path).read_text()).items()
+    }
+
+
 def variant_table(
     graph: OpGraph, variants: Sequence[Variant], device: Device
 ) -> tuple[list[dict[str, Any]], float]:
@@ -425,6 +452,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--out", default="sim_calibration.json")
     parser.add_argument("--cache", help="JSON file of measured profiles, reused and extended")
+    parser.add_argument(
+        "--variant-cache", help="JSON file of measured fusion variants, reused and extended"
+    )
     args = parser.parse_args(argv)
     names = args.names or ["rnnlm_l2_scan", "gnmt_l2_scan", "resnet_26", "inception_v3_small"]
     variants = args.variants if args.variants is not None else names[:1]
@@ -459,8 +489,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     mae = statistics.median(errors) if errors else float("nan")
     print(f"median |error| (leave-one-out): {mae:.1%}")
     measured_variants: dict[str, tuple[OpGraph, list[Variant]]] = {}
+    variant_cache = Path(args.variant_cache) if args.variant_cache else None
+    stored = load_variants(variant_cache) if variant_cache and variant_cache.exists() else {}
     for name in variants:
         start = time.perf_counter()
+        if name in stored:
+            measured_variants[name] = (_prefusion_graph(name), stored[name])
+            continue
         graph, measured = in_pinned_process(
             measure_variants,
             name,
@@ -469,6 +504,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             cpu=cpu,
         )
         measured_variants[name] = (graph, measured)
+        if variant_cache:
+            stored[name] = measured
+            save_variants(stored, variant_cache)
         _log(
             f"{name}: {len(measured)} variants ({time.perf_counter() - start:.0f} s): "
             + ", ".join(f"{v.variant} {v.measured_s:.3f} s" for v in measured)
