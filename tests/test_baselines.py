@@ -162,7 +162,7 @@ def test_m_sct_favourite_children_form_a_matching():
         assert child[node(graph, f"c{i}")] == node(graph, f"c{i + 1}")
 
 
-def layered_model(layers: int = 8) -> OpGraph:
+def layered_text(layers: int = 8) -> str:
     """Forward layers, then their backward ops in reverse, with JAX-style op_names."""
     lines = ["%x = f32[4096] parameter(0)"]
     prev = "%x"
@@ -175,7 +175,14 @@ def layered_model(layers: int = 8) -> OpGraph:
         lines.append(f"%g{i} = f32[4096] multiply({prev}, %f{i}), {name}")
         prev = f"%g{i}"
     lines.append(f"ROOT %out = f32[4096] negate({prev})")
-    return graph_of("\n".join(lines))
+    return "HloModule m\nENTRY e {\n" + "\n".join(lines) + "\n}\n"
+
+
+LAYERED_TEXT = layered_text()
+
+
+def layered_model() -> OpGraph:
+    return build_graph(parse_hlo(LAYERED_TEXT), validate=True)
 
 
 def test_expert_keeps_scopes_contiguous_and_balanced():
@@ -399,6 +406,10 @@ def test_baseline_command(tmp_path, capsys):
     assert code == 0
     assert "*" in capsys.readouterr().out
     assert (tmp_path / "bars.png").stat().st_size > 1000
+    hlo = tmp_path / "layers.hlo"
+    hlo.write_text(LAYERED_TEXT)
+    assert main(["baseline", str(hlo), "--cluster", "v100x4", "--method", "expert"]) == 0
+    assert "layers.hlo" in capsys.readouterr().out
     assert main(["baseline", "gpt2_l2", "--cluster", "v100x4", "--method", "nope"]) == 2
     assert "unknown baseline 'nope'" in capsys.readouterr().out
     assert main(["baseline", "no_such_graph", "--cluster", "v100x4", "--method", "metis"]) == 2
