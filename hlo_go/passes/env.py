@@ -1,0 +1,255 @@
+"""The pass-ordering environment: pure functions over immutable states.
+
+``reset(module) -> state`` prepares a module (XLA's mandatory normalization
+passes, then the HLO → StableHLO → HLO round trip every compile starts with, so
+that later steps measure passes only). ``step(state, action) -> (state, reward,
+done, info)`` applies one action (:mod:`hlo_go.passes.catalog`) with XLA's own
+code and recaptures the module. The reward is the reduction in operation count
+(instructions in all computations) as a fraction of the prepared module's count;
+a pass that changes nothing earns exactly zero.
+
+Results of ``(module text, action)`` are memoized per process (XLA's passes are
+deterministic), so searches that revisit prefixes pay once.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import hashlib
+import threading
+import time
+import zlib
+from typing import Any
+
+from hlo_go.hlo import HloModule
+from hlo_go.passes.catalog import (
+    PREPARATION_PASSES,
+    PassAction,
+    action_names,
+    default_order_enabled,
+    get_action,
+)
+from hlo_go.xla.passes import (
+    PassFailedError,
+    canonicalize_hlo,
+    instruction_count,
+    run_hlo_passes,
+    verify_pass_runs,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class PassEnvConfig:
+    """Options of the environment.
+
+    Attributes:
+      max_steps: actions per episode.
+      actions: the action names agents choose from (None: the whole catalog).
+      verify: before an action's first use in this process, prove with XLA's own
+        dumps that each of its passes is scheduled (a silently ignored name would
+        otherwise look like a pass that changes nothing).
+      cache_entries: memoized ``(module, action)`` results kept per process.
+    """
+
+    max_steps: int = 12
+    actions: tuple[str, ...] | None = None
+    verify: bool = True
+    cache_entries: int = 1024
+
+    def __post_init__(self) -> None:
+        if self.max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
+        if self.actions is not None:
+            if not self.actions:
+                raise ValueError("actions must not be empty")
+            for name in self.actions:
+                get_action(name)  # raises UnknownPassError
+
+    @property
+    def action_names(self) -> tuple[str, ...]:
+        """The action names, in index order."""
+        return self.actions if self.actions is not None else action_names()
+
+
+DEFAULT_CONFIG = PassEnvConfig()
+
+
+@dataclasses.dataclass(frozen=True)
+class PassState:
+    """Where an episode stands.
+
+    Attributes:
+      text: the current module, as XLA prints it.
+      op_count: its instructions (all computations).
+      initial_op_count: the prepared module's instructions.
+      history: action names applied so far.
+      fingerprint: sha256 of the prepared module's text (identifies the episode's start).
+    """
+
+    text: str
+    op_count: int
+    initial_op_count: int
+    history: tuple[str, ...]
+    fingerprint: str
+
+    @property
+    def module_fingerprint(self) -> str:
+        """sha256 of the current module's text."""
+        return fingerprint(self.text)
+
+
+def fingerprint(text: str) -> str:
+    """sha256 hex digest of module text."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _as_text(module: HloModule | str) -> str:
+    return module if isinstance(module, str) else module.to_text()
+
+
+def prepare(module: HloModule | str) -> str:
+    """The module every episode on ``module`` starts from: XLA's normalization passes
+    (:data:`~hlo_go.passes.catalog.PREPARATION_PASSES`) applied, then round-tripped
+    through StableHLO until its text is stable."""
+    text = run_hlo_passes(_as_text(module), PREPARATION_PASSES)
+    for _ in range(3):
+        again = canonicalize_hlo(text)
+        if again == text:
+            break
+        text = again
+    return text
+
+
+def reset(module: HloModule | str) -> PassState:
+    """A fresh episode on ``module`` (an HloModule or HLO text, usually unoptimized)."""
+    text = prepare(module)
+    count = instruction_count(text)
+    return PassState(text, count, count, (), fingerprint(text))
+
+
+class _Cache:
+    """Process-wide LRU of ``(module sha, action) -> (text, op_count)``, zlib-compressed."""
+
+    def __init__(self) -> None:
+        self._data: collections.OrderedDict[tuple[str, str], tuple[bytes, int]] = (
+            collections.OrderedDict()
+        )
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: tuple[str, str]) -> tuple[str, int] | None:
+        with self._lock:
+            value = self._data.get(key)
+            if value is None:
+                self.misses += 1
+                return None
+            self._data.move_to_end(key)
+            self.hits += 1
+        return zlib.decompress(value[0]).decode(), value[1]
+
+    def put(self, key: tuple[str, str], text: str, count: int, limit: int) -> None:
+        packed = zlib.compress(text.encode(), 1)
+        with self._lock:
+            self._data[key] = (packed, count)
+            while len(self._data) > max(limit, 0):
+                self._data.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+            self.hits = self.misses = 0
+
+
+CACHE = _Cache()
+
+
+def apply_enabled(
+    text: str, enabled: tuple[str, ...], key: str, cache_entries: int
+) -> tuple[str, int]:
+    """Runs the XLA passes ``enabled`` on ``text`` (memoized under ``key``)."""
+    cache_key = (fingerprint(text), key)
+    cached = CACHE.get(cache_key) if cache_entries > 0 else None
+    if cached is not None:
+        return cached
+    new_text = run_hlo_passes(text, enabled)
+    count = instruction_count(new_text)
+    if cache_entries > 0:
+        CACHE.put(cache_key, new_text, count, cache_entries)
+    return new_text, count
+
+
+def resolve_action(action: str | int, config: PassEnvConfig = DEFAULT_CONFIG) -> PassAction:
+    """An action by name or by index into ``config.action_names``."""
+    if isinstance(action, str):
+        return get_action(action)
+    names = config.action_names
+    if not 0 <= int(action) < len(names):
+        raise IndexError(f"action index {action} out of range 0..{len(names) - 1}")
+    return get_action(names[int(action)])
+
+
+def step(
+    state: PassState, action: str | int, config: PassEnvConfig = DEFAULT_CONFIG
+) -> tuple[PassState, float, bool, dict[str, Any]]:
+    """Applies one action with XLA's own passes.
+
+    Args:
+      state: the current state.
+      action: an action name, or an index into ``config.action_names``.
+      config: environment options.
+
+    Returns:
+      ``(next_state, reward, done, info)``: reward is
+      ``(state.op_count - next.op_count) / state.initial_op_count``; ``done`` once
+      ``config.max_steps`` actions are applied; ``info`` has ``action``,
+      ``op_count``, ``changed``, ``seconds`` and ``error`` (XLA's message when the
+      pass failed; the module is then left unchanged and the reward is 0).
+
+    Raises:
+      UnknownPassError: unknown action name.
+      PassNotRunError: XLA does not schedule the action's passes.
+      ValueError: the episode is already done.
+    """
+    if len(state.history) >= config.max_steps:
+        raise ValueError(f"episode is done ({config.max_steps} steps); call reset")
+    resolved = resolve_action(action, config)
+    if config.verify:
+        for entry in resolved.entries:
+            verify_pass_runs(entry.name, entry.nested_in)
+    start = time.perf_counter()
+    error: str | None = None
+    try:
+        text, count = apply_enabled(
+            state.text, resolved.enabled, resolved.name, config.cache_entries
+        )
+    except PassFailedError as e:
+        text, count, error = state.text, state.op_count, str(e)
+    next_state = dataclasses.replace(
+        state, text=text, op_count=count, history=(*state.history, resolved.name)
+    )
+    reward = (state.op_count - count) / max(state.initial_op_count, 1)
+    info = {
+        "action": resolved.name,
+        "op_count": count,
+        "changed": text != state.text,
+        "seconds": time.perf_counter() - start,
+        "error": error,
+    }
+    return next_state, reward, len(next_state.history) >= config.max_steps, info
+
+
+def run_default_order(state: PassState, config: PassEnvConfig = DEFAULT_CONFIG) -> tuple[str, int]:
+    """XLA's default order of the action set, applied to ``state``'s module.
+
+    One compile with ``xla_enable_hlo_passes_only`` = every name the actions enable
+    (:func:`~hlo_go.passes.catalog.default_order_enabled`): XLA runs exactly those
+    passes, in its CPU pipeline's order and as often as its pipelines do (their
+    fixed-point loops included).
+
+    Returns:
+      ``(text, op_count)`` of the result.
+    """
+    enabled = default_order_enabled(config.action_names)
+    return apply_enabled(state.text, enabled, "default:" + ",".join(enabled), config.cache_entries)
