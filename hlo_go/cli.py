@@ -7,6 +7,7 @@ hlo-go corpus list            table of the stored corpus graphs
 hlo-go corpus show NAME       one corpus graph: stages, counts, costs, top opcodes
 hlo-go baseline GRAPH --cluster NAME --method NAME   placement/scheduling/fusion baselines
 hlo-go baseline --all --corpus --cluster NAME        every baseline on every corpus graph
+hlo-go passes GRAPH|FILE      search an order of XLA's HLO passes vs XLA's default order
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from rich.table import Table
 
 from hlo_go.baselines.cli import add_baseline_command
 from hlo_go.hlo import HloModule, HloParseError, load_hlo, module_cost, parse_hlo, summarize
+from hlo_go.passes.cli import add_passes_command
 from hlo_go.rl.cli import add_train_commands
 from hlo_go.sim.cli import add_simulate_command
 
@@ -254,6 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_simulate_command(sub)
     add_baseline_command(sub)
     add_train_commands(sub)
+    add_passes_command(sub)
     corpus = sub.add_parser("corpus", help="the workload corpus: build, list, show")
     corpus_sub = corpus.add_subparsers(dest="corpus_command", required=True)
     p = corpus_sub.add_parser("build", help="regenerate stored graphs and index.json")
