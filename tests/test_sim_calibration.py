@@ -9,7 +9,7 @@ import pytest
 from hlo_go.decisions import Decisions
 from hlo_go.graph import build_graph
 from hlo_go.hlo import parse_hlo
-from hlo_go.sim import Cluster, Device, simulate
+from hlo_go.sim import KERNEL, Cluster, Device, node_kinds, simulate
 from hlo_go.sim.calibrate import (
     FusedCase,
     ProfiledGraph,
@@ -79,6 +79,25 @@ def test_calibration_recovers_a_known_device():
     assert "reduction" not in fit.device.compute_efficiency
 
 
+def test_calibration_recovers_the_runtime_gap_between_kernels():
+    """Steps that take longer than their kernels by a fixed gap per launch: the gap is
+    fitted, and the calibrated device's launch overhead (launch + gap) predicts the steps."""
+    truth = BASE.replace(launch_overhead=1e-6, compute_efficiency={"matrix": 0.5})
+    gap = 20e-6
+    profiles = []
+    for p in _synthetic(truth, [16, 64, 128, 256, 512, 1024]):
+        launches = float(p.graph.kernel_launches[node_kinds(p.graph) == KERNEL].sum())
+        profiles.append(p._replace(step_s=p.step_s + gap * launches))
+    fit = calibrate(profiles, BASE, steps=1500)
+    assert fit.gap_s == pytest.approx(gap, rel=0.2)
+    assert fit.kernel_launch_s == pytest.approx(1e-6, rel=0.3)
+    for profile in profiles:
+        predicted = simulate(
+            profile.graph, Cluster("fit", (fit.device,)), Decisions.default(profile.graph)
+        ).step_time
+        assert predicted == pytest.approx(profile.step_s, rel=0.05)
+
+
 def test_fused_matrix_efficiency_is_fitted_from_variants():
     truth = BASE.replace(compute_efficiency={"matrix": 1.0, "fused_matrix": 0.01})
     cases = []
@@ -121,7 +140,9 @@ ENTRY e {
   ROOT r = f32[4] get-tuple-element(w), index=1
 }
 """
-    profile = InstructionProfile("loop", {"w": 1e-6, "y": 3e-6, "j": 1e-6, "lt": 2e-6}, 1e-5, 3, text)
+    profile = InstructionProfile(
+        "loop", {"w": 1e-6, "y": 3e-6, "j": 1e-6, "lt": 2e-6}, 1e-5, 3, text
+    )
     profiled = profiled_graph(profile)
     assert profiled.measured_s[profiled.graph.node_index["w"]] == pytest.approx(7e-6)
     assert np.isnan(profiled.measured_s[profiled.graph.node_index["p"]])
