@@ -340,6 +340,16 @@ def test_search_improves_on_its_start_and_records_a_curve(gpt2: OpGraph):
     assert B.Curve.from_dict(curve.to_dict()).at_evaluations(5) == curve.at_evaluations(5)
 
 
+def test_search_starts_exactly_at_its_heuristic_starts(gpt2: OpGraph):
+    cluster = get_cluster("h100x8")
+    starts = ["expert+critical-path+xla-cpu-like", "metis+critical-path+fuse-all-legal"]
+    found = B.run_search(gpt2, cluster, "simulated-annealing", budget=4, start=starts)
+    expected = [simulate(gpt2, cluster, B.get(s)(gpt2, cluster)).step_time for s in starts]
+    assert found.curve.best_step_time[0] == pytest.approx(expected[0])
+    assert found.curve.best_step_time[1] == pytest.approx(min(expected))
+    assert found.best_step_time <= min(expected)
+
+
 @pytest.mark.parametrize("method", ["random-search", "evolutionary"])
 def test_other_searches_improve(gpt2: OpGraph, method: str):
     cluster = get_cluster("h100x8")

@@ -16,7 +16,9 @@
 
 Decisions from elsewhere (a heuristic's) are encoded exactly for fusion and schedule
 (rank-preserving: the edge visiting order and the ready-queue order are unchanged) and
-by majority compute per unit for placement.
+by majority compute per unit for placement; :func:`run_search` splits the units by its
+starts' placements, so those are encoded exactly too and a search never ends worse than
+its best start.
 
 Searches (:func:`run_search`), each given a budget of simulator evaluations and
 optionally a wall-clock limit, recording every evaluation in a :class:`Curve`:
@@ -78,7 +80,13 @@ class SearchSpace:
     """
 
     def __init__(
-        self, graph: OpGraph, cluster: Cluster, *, units_per_device: int = 16, seed: int = 0
+        self,
+        graph: OpGraph,
+        cluster: Cluster,
+        *,
+        units_per_device: int = 16,
+        seed: int = 0,
+        refine: Sequence[np.ndarray] = (),
     ) -> None:
         """Builds the space.
 
@@ -87,6 +95,9 @@ class SearchSpace:
           cluster: the cluster.
           units_per_device: placement units per device (METIS parts).
           seed: METIS's seed.
+          refine: placements (``int[N]``, colocation respected) the space must represent
+            exactly: units are split until each of these placements is constant on every
+            unit (so a search started from them starts exactly there).
         """
         self.graph = graph
         self.cluster = cluster
@@ -101,6 +112,12 @@ class SearchSpace:
             self.units = units.astype(np.int64)
         else:
             self.units = np.zeros(n, dtype=np.int64)
+        if refine and n:
+            key = self.units.copy()
+            for placement in refine:
+                key = key * d + np.asarray(placement, dtype=np.int64)
+                _, key = np.unique(key, return_inverse=True)
+            self.units = key.astype(np.int64)
         self.num_units = int(self.units.max()) + 1 if n else 1
         self.size = self.num_units + 2 * n
         self._topo = graph.topo_order.astype(np.int64)
@@ -479,7 +496,8 @@ def run_search(
         BRKGA's population (:func:`start_decisions`; default :data:`DEFAULT_STARTS`);
         random search ignores it. Each start costs one evaluation.
       space: a prebuilt :class:`SearchSpace` for this graph and cluster (reused across
-        searches to share its METIS units).
+        searches to share its METIS units). Default: one whose units are refined by the
+        starts' placements, so the starts are represented exactly.
       progress: show a tqdm progress bar.
 
     Returns:
@@ -496,13 +514,12 @@ def run_search(
         raise ValueError(f"budget must be at least 1 evaluation, got {budget}")
     started = time.perf_counter()
     rng = np.random.default_rng(seed)
+    begin = [] if method == "random-search" else start_decisions(graph, cluster, start, seed=seed)
     if space is None:
-        space = SearchSpace(graph, cluster, seed=seed)
+        space = SearchSpace(graph, cluster, seed=seed, refine=[d.placement for d in begin])
     elif space.graph is not graph or space.cluster != cluster:
         raise ValueError("the SearchSpace was built for another graph or cluster")
-    starts: list[np.ndarray] = []
-    if method != "random-search":
-        starts = [space.encode(d) for d in start_decisions(graph, cluster, start, seed=seed)]
+    starts = [space.encode(d) for d in begin]
     bar = None
     update = None
     if progress:
