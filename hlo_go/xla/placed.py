@@ -530,7 +530,15 @@ def measure_placed(
     got = jax.block_until_ready(placed(placed_args))
     ok, message = outputs_match(got, jax.tree.leaves(want))
     if not ok:
-        return Measurement(False, None, None, None, None, 0, message)
+        return Measurement(
+            correct=False,
+            time_s=None,
+            baseline_time_s=None,
+            spread=None,
+            speedup=None,
+            repeats=0,
+            message=message,
+        )
     stats = placed.stats
     timings = time_interleaved(
         {
@@ -545,4 +553,12 @@ def measure_placed(
         f"{stats.segments} segments, {stats.transfers} transfers "
         f"({stats.transfer_bytes} bytes), {stats.donated} donated"
     )
-    return Measurement(True, p.median, b.median, (p.min, p.max), b.median / p.median, repeats, note)
+    return Measurement(
+        correct=True,
+        time_s=p.median,
+        baseline_time_s=b.median,
+        spread=(p.min, p.max),
+        speedup=b.median / p.median,
+        repeats=repeats,
+        message=note,
+    )
