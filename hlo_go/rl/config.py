@@ -35,6 +35,12 @@ class TrainConfig:
     reward: RewardConfig = dataclasses.field(default_factory=RewardConfig)
     # The policy network's sizes and switches.
     policy: PolicyConfig = dataclasses.field(default_factory=PolicyConfig)
+    # A prior at the baseline "one device, fuse everything legal": fresh parameters get this
+    # logit bias on device 0 of the placement head and on the highest bin of the fusion
+    # head, so early samples explore near that baseline instead of uniformly at random
+    # (0: the network's own initialization, as in the paper). Not applied to parameters
+    # loaded from a checkpoint.
+    prior_bias: float = 0.0
     # D_max, devices the placement head is built for (clusters of 1..D_max devices).
     max_devices: int = 8
     # Pre-training: steps before switching to the next batch of graphs (paper: 1000).
@@ -57,6 +63,8 @@ class TrainConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.samples < 2:
             raise ValueError(f"samples must be >= 2 (advantages need a spread), got {self.samples}")
+        if self.prior_bias < 0:
+            raise ValueError(f"prior_bias must be >= 0, got {self.prior_bias}")
         if self.checkpoint_every < 0:
             raise ValueError(f"checkpoint_every must be >= 0, got {self.checkpoint_every}")
         mb = self.ppo.minibatch_size

@@ -155,6 +155,32 @@ def agent_for(config: TrainConfig) -> GOAgent:
     return _agent(config.policy, config.max_devices, config.tasks, config.ppo)
 
 
+def apply_prior(params: Any, config: TrainConfig) -> Any:
+    """Fresh parameters with ``config.prior_bias`` added to the placement head's device-0
+    logit and the fusion head's highest-bin logit (see :class:`TrainConfig`)."""
+    if config.prior_bias == 0:
+        return params
+    bias = config.prior_bias
+    heads = params["params"]
+    placement = heads["heads_placement"]["logits"]["bias"]
+    fusion = heads["heads_fusion"]["logits"]["bias"]
+    new_heads = {
+        **heads,
+        "heads_placement": {
+            **heads["heads_placement"],
+            "logits": {
+                **heads["heads_placement"]["logits"],
+                "bias": placement.at[0].add(bias),
+            },
+        },
+        "heads_fusion": {
+            **heads["heads_fusion"],
+            "logits": {**heads["heads_fusion"]["logits"], "bias": fusion.at[-1].add(bias)},
+        },
+    }
+    return {**params, "params": new_heads}
+
+
 def _step_keys(seed: int, step: int) -> tuple[jax.Array, jax.Array]:
     key = jax.random.fold_in(jax.random.key(seed), step)
     sample_key, update_key = jax.random.split(key)
@@ -205,7 +231,9 @@ def _train(
         for env in envs:
             env.restore_best(resume_from.best.get(env.name, {}))
     else:
-        params = template if params is None else restore_params(template, params)
+        params = (
+            apply_prior(template, config) if params is None else restore_params(template, params)
+        )
         opt_state = optimizer.init(params)
         if opt_state_raw is not None:
             opt_state = restore_opt_state(opt_state, opt_state_raw)

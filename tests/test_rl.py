@@ -1,0 +1,335 @@
+"""Tests of hlo_go.rl: the PPO loss by hand, learning a known-optimal placement, bit-for-bit
+resume, TensorBoard files, and the train / finetune / infer CLI."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from hlo_go.decisions import Decisions
+from hlo_go.graph import build_graph
+from hlo_go.hlo import load_hlo
+from hlo_go.policy import PolicyConfig
+from hlo_go.rl import (
+    GraphEnv,
+    PPOBatch,
+    PPOConfig,
+    RewardConfig,
+    TrainConfig,
+    clipped_surrogate,
+    finetune,
+    infer,
+    load_checkpoint,
+    make_optimizer,
+    make_update_step,
+    minibatch_epochs,
+    normalize_advantages,
+    ppo_loss,
+    read_events,
+    read_metrics,
+    reward,
+    train_one,
+)
+from hlo_go.rl.metrics import crc32c
+from hlo_go.sim import Cluster, Link, get_cluster, simulate
+from hlo_go.sim.presets import V100_SXM2
+
+# A small policy: the tests are about the learning machinery, not the network's size.
+TINY = PolicyConfig(
+    hidden_size=16, gnn_layers=1, num_heads=2, segment_length=16, segments_per_step=2
+)
+
+
+@pytest.fixture(scope="module")
+def graph():
+    from hlo_go.examples import example_path
+
+    return build_graph(load_hlo(example_path()))
+
+
+# -- PPO loss against a hand-computed example ------------------------------------------------
+
+
+def test_ppo_loss_matches_hand_computation():
+    log_prob = jnp.log(jnp.array([0.5, 0.2, 0.3]))
+    old = jnp.log(jnp.array([0.25, 0.4, 0.3]))
+    adv = jnp.array([1.0, -2.0, 0.5])
+    values = jnp.array([0.0, 1.0, 2.0])
+    returns = jnp.array([1.0, 1.0, 0.0])
+    entropy = jnp.array([1.0, 2.0, 3.0])
+    config = PPOConfig(clip_epsilon=0.2, value_coef=0.5, entropy_coef=0.1)
+    total, info = ppo_loss(log_prob, entropy, values, old, adv, returns, config)
+    # ratios 2.0, 0.5, 1.0; clipped 1.2, 0.8, 1.0
+    # min(r A, clip(r) A): min(2, 1.2) = 1.2; min(-1, -1.6) = -1.6; 0.5
+    policy = -(1.2 - 1.6 + 0.5) / 3
+    value = 0.5 * (1.0 + 0.0 + 4.0) / 3
+    ent = 2.0
+    np.testing.assert_allclose(info.policy, policy, rtol=1e-6)
+    np.testing.assert_allclose(info.value, value, rtol=1e-6)
+    np.testing.assert_allclose(info.entropy, ent, rtol=1e-6)
+    np.testing.assert_allclose(total, policy + 0.5 * value - 0.1 * ent, rtol=1e-6)
+    np.testing.assert_allclose(info.clip_fraction, 2 / 3, rtol=1e-6)
+    kl = np.mean(np.log([0.25, 0.4, 0.3]) - np.log([0.5, 0.2, 0.3]))
+    np.testing.assert_allclose(info.approx_kl, kl, atol=1e-6)
+
+
+def test_clipped_surrogate_gradient_vanishes_outside_the_clip_range():
+    old = jnp.zeros(2)
+    adv = jnp.array([1.0, -1.0])
+
+    def loss(lp):
+        return clipped_surrogate(lp, old, adv, 0.2)[0]
+
+    # ratio e^0.5 > 1.2 with A > 0, and e^-0.5 < 0.8 with A < 0: both clipped, no gradient.
+    np.testing.assert_allclose(jax.grad(loss)(jnp.array([0.5, -0.5])), [0.0, 0.0])
+    # inside the range: d/dlp of -mean(r A) = -r A / 2
+    np.testing.assert_allclose(jax.grad(loss)(jnp.zeros(2)), [-0.5, 0.5], rtol=1e-6)
+
+
+def test_normalize_advantages_and_bad_minibatch():
+    a = normalize_advantages(jnp.array([1.0, 2.0, 3.0, 6.0]))
+    np.testing.assert_allclose([float(a.mean()), float(a.std())], [0.0, 1.0], atol=1e-5)
+    config = PPOConfig(minibatch_size=3)
+    params = {"w": jnp.zeros(2)}
+    opt = make_optimizer(config)
+
+    def evaluate(p, data):
+        lp = jax.nn.log_softmax(p["w"])[data]
+        return lp, jnp.zeros_like(lp), jnp.zeros_like(lp)
+
+    batch = PPOBatch(jnp.array([0, 1, 0, 1]), jnp.zeros(4), jnp.ones(4), jnp.ones(4))
+    update = make_update_step(evaluate, opt, config)
+    with pytest.raises(ValueError, match="must divide"):
+        minibatch_epochs(params, opt.init(params), batch, update, jax.random.key(0), config)
+
+
+def test_ppo_update_learns_a_bandit():
+    config = PPOConfig(learning_rate=0.1, epochs=2, minibatch_size=4, entropy_coef=0.0)
+    params = {"logits": jnp.zeros(3), "v": jnp.zeros(())}
+
+    def evaluate(p, data):
+        lp = jax.nn.log_softmax(p["logits"])
+        ent = -jnp.sum(jnp.exp(lp) * lp)
+        return lp[data], jnp.full(data.shape, ent), jnp.full(data.shape, p["v"])
+
+    opt = make_optimizer(config)
+    state = opt.init(params)
+    update = make_update_step(evaluate, opt, config)
+    key = jax.random.key(0)
+    for _ in range(20):
+        key, k1, k2 = jax.random.split(key, 3)
+        actions = jax.random.categorical(k1, params["logits"], shape=(8,))
+        r = (actions == 2).astype(jnp.float32)
+        old = jax.nn.log_softmax(params["logits"])[actions]
+        batch = PPOBatch(actions, old, r - params["v"], r)
+        params, state, infos = minibatch_epochs(params, state, batch, update, k2, config)
+    assert jax.nn.softmax(params["logits"])[2] > 0.9
+    assert len(infos) == 4  # 2 epochs x 2 minibatches
+
+
+# -- reward ---------------------------------------------------------------------------------
+
+
+def test_reward_is_log_speedup_with_oom_penalty(graph):
+    cluster = get_cluster("v100x4")
+    result = simulate(graph, cluster, Decisions.default(graph))
+    config = RewardConfig(oom_penalty=2.0)
+    assert reward(result, result.step_time, config) == pytest.approx(0.0)
+    assert reward(result, 2 * result.step_time, config) == pytest.approx(math.log(2))
+    tiny = V100_SXM2.replace(memory_capacity=1024.0)
+    small = Cluster("tiny-mem", (tiny,))
+    oom = simulate(graph, small, Decisions.default(graph))
+    assert oom.oom
+    ratio = float(np.max(oom.peak_memory / oom.memory_capacity))
+    expected = -math.log(oom.step_time / oom.step_time) - 2.0 - math.log(ratio)
+    assert reward(oom, oom.step_time, config) == pytest.approx(expected)
+    with pytest.raises(ValueError, match="reference_time"):
+        reward(result, 0.0, config)
+
+
+# -- learning a known-optimal placement ----------------------------------------------------
+
+
+def _slow_fast_cluster() -> Cluster:
+    slow = V100_SXM2.replace(
+        name="slow",
+        peak_flops={k: v / 50 for k, v in V100_SXM2.peak_flops.items()},
+        matrix_flops={k: v / 50 for k, v in V100_SXM2.matrix_flops.items()},
+        memory_bandwidth=V100_SXM2.memory_bandwidth / 50,
+    )
+    links = (Link(0, 1, 1e9, 1e-5), Link(1, 0, 1e9, 1e-5))
+    return Cluster("slow-fast", (slow, V100_SXM2), links)
+
+
+def _tiny_config(**changes) -> TrainConfig:
+    # One configuration for every training test (and the CLI test's --config), so they
+    # share one compiled agent (hlo_go.rl.agent_for) and compile once.
+    base = TrainConfig(
+        policy=TINY,
+        samples=8,
+        max_devices=4,
+        progress=False,
+        eval_every=5,
+        checkpoint_every=0,
+        ppo=PPOConfig(learning_rate=3e-3, epochs=2, entropy_coef=0.0),
+    )
+    return base.replace(**changes)
+
+
+def test_learns_the_known_optimal_placement(graph, tmp_path):
+    # Device 1 is 50x faster than device 0 and a transfer costs 10 us: the optimal
+    # placement puts every node on device 1 (whatever the schedule and fusion).
+    cluster = _slow_fast_cluster()
+    n = graph.num_nodes
+    all_fast = Decisions(np.ones(n, np.int32), np.zeros(n, np.float32), np.zeros(n, np.float32))
+    t_fast = simulate(graph, cluster, all_fast).step_time
+    t_slow = simulate(graph, cluster, Decisions.default(graph)).step_time
+    assert t_slow > 3 * t_fast
+    result = train_one(("cnn", graph), cluster, steps=25, out_dir=tmp_path, config=_tiny_config())
+    res = result.graphs["cnn"]
+    rows = read_metrics(tmp_path)
+    first = np.mean([float(r["reward_mean"]) for r in rows[:3]])
+    last = np.mean([float(r["reward_mean"]) for r in rows[-3:]])
+    assert last > first + 0.5, (first, last)
+    assert np.mean(res.greedy.placement == 1) >= 0.95
+    assert res.best_time <= t_fast * 1.001
+    assert res.greedy_time <= 1.2 * t_fast
+
+
+def test_fixed_tasks_keep_their_decisions(graph):
+    cluster = get_cluster("v100x4")
+    n = graph.num_nodes
+    fixed = Decisions(
+        np.full(n, 2, np.int32), np.linspace(0, 1, n, dtype=np.float32), np.zeros(n, np.float32)
+    )
+    env = GraphEnv(graph, cluster, TINY, ["fusion"], fixed=fixed)
+    size = env.inputs.bucket[0]
+    actions = {t: np.ones((2, size), np.int32) for t in ("placement", "scheduling", "fusion")}
+    for d in env.decisions(actions):
+        np.testing.assert_array_equal(d.placement, fixed.placement)
+        np.testing.assert_array_equal(d.schedule_priority, fixed.schedule_priority)
+        np.testing.assert_allclose(d.fusion_priority, 1 / (TINY.priority_bins - 1))
+    scores = env.score(env.decisions(actions))
+    assert env.best_time == scores.step_times.min()
+    with pytest.raises(ValueError, match="tasks"):
+        GraphEnv(graph, cluster, TINY, [])
+
+
+# -- checkpoints: resume continues bit-for-bit ------------------------------------------------
+
+
+def test_resume_continues_identically(graph, tmp_path):
+    cluster = get_cluster("v100x4")
+    config = _tiny_config(checkpoint_every=2, eval_every=2)
+    full = train_one(("g", graph), cluster, steps=4, out_dir=tmp_path / "a", config=config)
+    train_one(("g", graph), cluster, steps=2, out_dir=tmp_path / "b", config=config)
+    assert load_checkpoint(tmp_path / "b").step == 2
+    resumed = train_one(("g", graph), cluster, steps=4, out_dir=tmp_path / "b", config=config)
+    assert [r["step"] for r in resumed.history] == [2, 3]
+    for x, y in zip(jax.tree.leaves(full.params), jax.tree.leaves(resumed.params), strict=True):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    drop = {"wall_s"}
+    a = [{k: v for k, v in r.items() if k not in drop} for r in read_metrics(tmp_path / "a")]
+    b = [{k: v for k, v in r.items() if k not in drop} for r in read_metrics(tmp_path / "b")]
+    assert a == b and len(a) == 4
+    assert full.graphs["g"].best_time == resumed.graphs["g"].best_time
+    # TensorBoard events are readable, with the logged scalars at every step
+    steps = sorted(
+        {s for f in (tmp_path / "a" / "tb").iterdir() for s, v in read_events(f) if "g/loss" in v}
+    )
+    assert steps == [0, 1, 2, 3]
+    # a different seed gives different parameters
+    other = train_one(
+        ("g", graph), cluster, steps=2, out_dir=tmp_path / "c", config=config.replace(seed=1)
+    )
+    assert any(
+        not np.array_equal(np.asarray(x), np.asarray(y))
+        for x, y in zip(jax.tree.leaves(other.params), jax.tree.leaves(full.params), strict=True)
+    )
+
+
+def test_finetune_and_infer_from_checkpoint(graph, tmp_path):
+    cluster = get_cluster("v100x4")
+    config = _tiny_config()
+    train_one(("g", graph), cluster, steps=2, out_dir=tmp_path / "pre", config=config)
+    zero = infer(tmp_path / "pre", graph, cluster)
+    assert zero.step_time <= zero.greedy_time and zero.decisions.placement.max() < 4
+    tuned = finetune(tmp_path / "pre", ("g", graph), cluster, steps=2, out_dir=tmp_path / "ft")
+    assert tuned.step == 2 and (tmp_path / "ft" / "checkpoint.msgpack").exists()
+    with pytest.raises(ValueError, match=r"1\.\.50"):
+        finetune(tmp_path / "pre", graph, cluster, steps=51, out_dir=tmp_path / "x")
+    with pytest.raises(FileNotFoundError):
+        infer(tmp_path / "missing", graph, cluster)
+
+
+def test_bad_inputs(graph, tmp_path):
+    with pytest.raises(ValueError, match="tasks"):
+        TrainConfig(tasks=("placement", "sharding"))
+    with pytest.raises(ValueError, match="max_devices"):
+        train_one(graph, get_cluster("v100x8"), steps=1, out_dir=tmp_path, config=_tiny_config())
+    assert crc32c(b"123456789") == 0xE3069283
+
+
+# -- CLI --------------------------------------------------------------------------------------
+
+
+def test_cli_train_finetune_infer(tmp_path, capsys):
+    import argparse
+    import dataclasses
+    import json
+
+    from rich.console import Console
+
+    from hlo_go.examples import example_path
+    from hlo_go.rl.cli import add_train_commands
+
+    def main(argv):
+        parser = argparse.ArgumentParser(prog="hlo-go")
+        add_train_commands(parser.add_subparsers(dest="command", required=True))
+        args = parser.parse_args(argv)
+        try:
+            return args.func(args, Console(width=160))
+        except FileNotFoundError as error:  # as hlo_go.cli.main reports it
+            print(f"error: {error}")
+            return 2
+
+    config = dataclasses.asdict(_tiny_config())
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    hlo = str(example_path())
+    common = ["--cluster", "v100x4", "--quiet", "--baselines", "single-device,xla-cpu-like"]
+    run = tmp_path / "run"
+    args = [
+        "train",
+        hlo,
+        "--steps",
+        "2",
+        "--out",
+        str(run),
+        "--config",
+        str(tmp_path / "config.json"),
+    ]
+    assert main([*args, *common]) == 0
+    out = capsys.readouterr().out
+    assert "GO best seen" in out and "xla-cpu-like" in out and "single-device" in out
+    assert (run / "checkpoint.msgpack").exists() and (run / "metrics.csv").exists()
+    assert any((run / "tb").iterdir())
+    assert len(read_metrics(run)) == 2
+    saved = np.load(run / "decisions_cnn_train_step.npz")
+    assert saved["placement"].shape[0] > 0
+    ft = ["finetune", str(run), hlo, "--steps", "1", "--out", str(tmp_path / "ft")]
+    assert main([*ft, *common]) == 0
+    assert "GO fine-tuned" in capsys.readouterr().out
+    assert main(["infer", str(run), hlo, *common]) == 0
+    assert "GO zero-shot" in capsys.readouterr().out
+    # bad input: a clear error and exit code 2
+    assert (
+        main(["train", "no_such_graph", "--steps", "1", "--out", str(tmp_path / "x"), *common]) == 2
+    )
+    assert "neither a file nor a corpus graph" in capsys.readouterr().out
+    bad = ["train", hlo, "--steps", "1", "--out", str(tmp_path / "y"), "--tasks", "placement,oops"]
+    assert main([*bad, *common]) == 2
+    assert "tasks must be" in capsys.readouterr().out
