@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import hashlib
 import threading
 import time
 import zlib
@@ -33,7 +32,7 @@ from hlo_go.passes.catalog import (
 from hlo_go.xla.passes import (
     PassFailedError,
     canonicalize_hlo,
-    instruction_count,
+    module_summary,
     run_hlo_passes,
     verify_pass_runs,
 )
@@ -84,7 +83,11 @@ class PassState:
       op_count: its instructions (all computations).
       initial_op_count: the prepared module's instructions.
       history: action names applied so far.
-      fingerprint: sha256 of the prepared module's text (identifies the episode's start).
+      fingerprint: the prepared module's fingerprint (identifies the episode's start).
+      module_fingerprint: the current module's fingerprint.
+
+    Fingerprints are :func:`fingerprint`: sha256 of XLA's canonical print, blind
+    to instruction names (which every StableHLO round trip changes).
     """
 
     text: str
@@ -92,16 +95,12 @@ class PassState:
     initial_op_count: int
     history: tuple[str, ...]
     fingerprint: str
-
-    @property
-    def module_fingerprint(self) -> str:
-        """sha256 of the current module's text."""
-        return fingerprint(self.text)
+    module_fingerprint: str
 
 
 def fingerprint(text: str) -> str:
-    """sha256 hex digest of module text."""
-    return hashlib.sha256(text.encode()).hexdigest()
+    """sha256 of XLA's canonical print of a module (instruction names canonicalized)."""
+    return module_summary(text)[1]
 
 
 def _as_text(module: HloModule | str) -> str:
@@ -124,22 +123,23 @@ def prepare(module: HloModule | str) -> str:
 def reset(module: HloModule | str) -> PassState:
     """A fresh episode on ``module`` (an HloModule or HLO text, usually unoptimized)."""
     text = prepare(module)
-    count = instruction_count(text)
-    return PassState(text, count, count, (), fingerprint(text))
+    count, digest = module_summary(text)
+    return PassState(text, count, count, (), digest, digest)
 
 
 class _Cache:
-    """Process-wide LRU of ``(module sha, action) -> (text, op_count)``, zlib-compressed."""
+    """Process-wide LRU of ``(module fingerprint, action) -> (text, op_count, fingerprint)``,
+    the text zlib-compressed."""
 
     def __init__(self) -> None:
-        self._data: collections.OrderedDict[tuple[str, str], tuple[bytes, int]] = (
+        self._data: collections.OrderedDict[tuple[str, str], tuple[bytes, int, str]] = (
             collections.OrderedDict()
         )
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
 
-    def get(self, key: tuple[str, str]) -> tuple[str, int] | None:
+    def get(self, key: tuple[str, str]) -> tuple[str, int, str] | None:
         with self._lock:
             value = self._data.get(key)
             if value is None:
@@ -147,12 +147,12 @@ class _Cache:
                 return None
             self._data.move_to_end(key)
             self.hits += 1
-        return zlib.decompress(value[0]).decode(), value[1]
+        return zlib.decompress(value[0]).decode(), value[1], value[2]
 
-    def put(self, key: tuple[str, str], text: str, count: int, limit: int) -> None:
+    def put(self, key: tuple[str, str], text: str, count: int, digest: str, limit: int) -> None:
         packed = zlib.compress(text.encode(), 1)
         with self._lock:
-            self._data[key] = (packed, count)
+            self._data[key] = (packed, count, digest)
             while len(self._data) > max(limit, 0):
                 self._data.popitem(last=False)
 
@@ -166,18 +166,19 @@ CACHE = _Cache()
 
 
 def apply_enabled(
-    text: str, enabled: tuple[str, ...], key: str, cache_entries: int
-) -> tuple[str, int]:
-    """Runs the XLA passes ``enabled`` on ``text`` (memoized under ``key``)."""
-    cache_key = (fingerprint(text), key)
+    text: str, digest: str, enabled: tuple[str, ...], key: str, cache_entries: int
+) -> tuple[str, int, str]:
+    """Runs the XLA passes ``enabled`` on ``text`` (fingerprint ``digest``), memoized
+    under ``(digest, key)``; returns ``(text, op_count, fingerprint)`` of the result."""
+    cache_key = (digest, key)
     cached = CACHE.get(cache_key) if cache_entries > 0 else None
     if cached is not None:
         return cached
     new_text = run_hlo_passes(text, enabled)
-    count = instruction_count(new_text)
+    count, new_digest = module_summary(new_text)
     if cache_entries > 0:
-        CACHE.put(cache_key, new_text, count, cache_entries)
-    return new_text, count
+        CACHE.put(cache_key, new_text, count, new_digest, cache_entries)
+    return new_text, count, new_digest
 
 
 def resolve_action(action: str | int, config: PassEnvConfig = DEFAULT_CONFIG) -> PassAction:
@@ -204,7 +205,7 @@ def step(
       ``(next_state, reward, done, info)``: reward is
       ``(state.op_count - next.op_count) / state.initial_op_count``; ``done`` once
       ``config.max_steps`` actions are applied; ``info`` has ``action``,
-      ``op_count``, ``changed``, ``seconds`` and ``error`` (XLA's message when the
+      ``op_count``, ``changed`` (the module's fingerprint changed), ``seconds`` and ``error`` (XLA's message when the
       pass failed; the module is then left unchanged and the reward is 0).
 
     Raises:
@@ -221,19 +222,24 @@ def step(
     start = time.perf_counter()
     error: str | None = None
     try:
-        text, count = apply_enabled(
-            state.text, resolved.enabled, resolved.name, config.cache_entries
-        )
+        text, count, digest = apply_enabled(
+            state.text, state.module_fingerprint, resolved.enabled, resolved.name,
+            config.cache_entries,
+        )  # fmt: skip
     except PassFailedError as e:
-        text, count, error = state.text, state.op_count, str(e)
+        text, count, digest, error = state.text, state.op_count, state.module_fingerprint, str(e)
     next_state = dataclasses.replace(
-        state, text=text, op_count=count, history=(*state.history, resolved.name)
+        state,
+        text=text,
+        op_count=count,
+        history=(*state.history, resolved.name),
+        module_fingerprint=digest,
     )
     reward = (state.op_count - count) / max(state.initial_op_count, 1)
     info = {
         "action": resolved.name,
         "op_count": count,
-        "changed": text != state.text,
+        "changed": digest != state.module_fingerprint,
         "seconds": time.perf_counter() - start,
         "error": error,
     }
@@ -252,4 +258,8 @@ def run_default_order(state: PassState, config: PassEnvConfig = DEFAULT_CONFIG) 
       ``(text, op_count)`` of the result.
     """
     enabled = default_order_enabled(config.action_names)
-    return apply_enabled(state.text, enabled, "default:" + ",".join(enabled), config.cache_entries)
+    text, count, _ = apply_enabled(
+        state.text, state.module_fingerprint, enabled, "default:" + ",".join(enabled),
+        config.cache_entries,
+    )  # fmt: skip
+    return text, count

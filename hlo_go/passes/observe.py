@@ -17,13 +17,14 @@ progress              steps taken / ``max_steps``
 from __future__ import annotations
 
 import collections
+import hashlib
 import threading
 
 import numpy as np
 
 from hlo_go.graph import NUM_FEATURES, build_graph
 from hlo_go.hlo import parse_hlo
-from hlo_go.passes.env import DEFAULT_CONFIG, PassEnvConfig, PassState, fingerprint
+from hlo_go.passes.env import DEFAULT_CONFIG, PassEnvConfig, PassState
 
 GRAPH_SUMMARY_SIZE = NUM_FEATURES + 2
 
@@ -40,7 +41,7 @@ _lock = threading.Lock()
 def graph_summary(text: str) -> np.ndarray:
     """Mean OpGraph node features of a module, ``log1p(nodes)/10`` appended
     (memoized by module fingerprint); ``float32[NUM_FEATURES + 1]``."""
-    key = fingerprint(text)
+    key = hashlib.sha256(text.encode()).hexdigest()
     with _lock:
         cached = _summaries.get(key)
     if cached is not None:

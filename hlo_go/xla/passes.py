@@ -325,5 +325,27 @@ def passes_run(text: str, passes: Sequence[str], *, timeout_s: float = 300.0) ->
 
 def instruction_count(text: str) -> int:
     """Instructions in all computations of a module, counted by XLA's parser."""
+    return module_summary(text)[0]
+
+
+_TOKEN = re.compile(r"[\w.\-]+")
+
+
+def module_summary(text: str) -> tuple[int, str]:
+    """``(instructions, fingerprint)`` of a module, from one parse by XLA.
+
+    The fingerprint is the sha256 of XLA's canonical print of the module
+    (``HloPrintOptions.canonical()``: instruction names canonicalized, no
+    metadata) with computation names replaced by their index in XLA's order, so
+    modules that differ only in names (each StableHLO round trip renames
+    instructions and computations) share it.
+    """
+    import hashlib
+
     module = _xla_hlo.hlo_module_from_text(text)
-    return sum(len(c.instructions()) for c in module.computations())
+    computations = module.computations()
+    count = sum(len(c.instructions()) for c in computations)
+    canonical = module.to_string(_xla_hlo.HloPrintOptions.canonical())
+    rename = {c.name: f"computation_{k}" for k, c in enumerate(computations)}
+    canonical = _TOKEN.sub(lambda m: rename.get(m.group(0), m.group(0)), canonical)
+    return count, hashlib.sha256(canonical.encode()).hexdigest()
