@@ -31,6 +31,7 @@ from hlo_go.passes.catalog import (
     default_order_enabled,
     default_sequence,
     get_action,
+    placements,
 )
 from hlo_go.passes.check import OutputCheck, Reference, check_outputs, reference_outputs
 from hlo_go.passes.env import (
@@ -86,6 +87,7 @@ __all__ = [
     "greedy_search",
     "observation_size",
     "observe",
+    "placements",
     "ppo_search",
     "prepare",
     "random_search",

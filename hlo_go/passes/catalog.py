@@ -248,3 +248,12 @@ def default_sequence(names: tuple[str, ...] | None = None) -> tuple[str, ...]:
             if not specs[a.name].pipeline and specs[a.name].passes == (entry.name,)
         )
     return tuple(sequence)
+
+
+def placements(action: PassAction) -> tuple[PipelinePass, ...]:
+    """Every place in XLA's CPU pipeline where ``action``'s passes run: each entry
+    whose name is kept and whose enclosing nested pipelines are all kept."""
+    kept = set(action.enabled)
+    return tuple(
+        p for p in discover_pipeline() if p.name in kept and all(n in kept for n in p.nested_in)
+    )

@@ -49,7 +49,7 @@ def cmd_passes(args: argparse.Namespace, console: Console) -> int:
 
     if args.list:
         table = Table(title="Pass actions (XLA's own passes, as its CPU pipeline runs them)")
-        for column in ("action", "kept XLA names", "runs in", "what"):
+        for column in ("action", "kept XLA names", "runs at (pipeline:pass)", "what"):
             table.add_column(column)
         for action in actions():
             where = sorted({"/".join(e.pipelines) for e in action.entries})

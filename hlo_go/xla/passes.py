@@ -94,10 +94,17 @@ ENTRY main {
 }
 """
 
+# Self-contained (imports no hlo_go module): HLO text -> StableHLO -> XLA's CPU compile.
 _DISCOVER_SCRIPT = """
 import sys
-from hlo_go.xla._jaxlib import compile_hlo_text
-compile_hlo_text(sys.stdin.read(), compiler_options={"xla_cpu_experimental_ynn_fusion_type": ""})
+import jax.extend
+from jaxlib import _hlo, _jax
+proto = _hlo.hlo_module_from_text(sys.stdin.read()).as_serialized_hlo_module_proto()
+mlir = jax.extend.mlir.hlo_to_stablehlo(proto)
+backend = jax.extend.backend.get_backend("cpu")
+options = jax.extend.backend.get_compile_options(num_replicas=1, num_partitions=1)
+options.env_option_overrides = [("xla_cpu_experimental_ynn_fusion_type", "")]
+backend.compile_and_load(mlir, _jax.DeviceList((backend.local_devices()[0],)), options)
 """
 
 _LOG_PREFIX = re.compile(r"hlo_pass_pipeline\.cc:\d+\] (.*)$")
