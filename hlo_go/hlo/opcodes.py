@@ -69,6 +69,27 @@ VIEW_OPCODES: frozenset[str] = frozenset({
 # Opcodes whose buffers exist before a run starts (arguments and literals).
 HOLDER_OPCODES: frozenset[str] = frozenset({"parameter", "constant"})
 
+# Opcodes that may not go inside a fusion: control flow, calls, side effects,
+# communication, and values without data (tuples, tokens).
+NOT_FUSIBLE: frozenset[str] = frozenset({
+    "parameter", "tuple", "get-tuple-element", "while", "conditional", "call", "fusion",
+    "custom-call", "after-all", "infeed", "outfeed", "send", "send-done", "recv", "recv-done",
+    "all-reduce", "all-reduce-start", "all-reduce-done", "all-gather", "all-gather-start",
+    "all-gather-done", "all-to-all", "reduce-scatter", "collective-permute",
+    "collective-permute-start", "collective-permute-done", "collective-broadcast",
+    "async-start", "async-update", "async-done", "copy-start", "copy-done", "rng",
+    "rng-get-and-update-state", "rng-bit-generator", "sort", "opt-barrier", "domain",
+    "add-dependency", "partition-id", "replica-id", "cholesky", "triangular-solve", "fft",
+    "batch-norm-training", "batch-norm-inference", "batch-norm-grad", "topk",
+})  # fmt: skip
+
+
+# Opcodes XLA's CPU emitters cannot take inside our (kLoop) fusions although
+# NOT_FUSIBLE lets them in: a scatter fused with its operands' producers or its users
+# aborts XLA's loop emitter (jaxlib 0.10.2: "SymbolicMap::Compose ... Check failed" on
+# rnnlm_l2_scan's embedding gradient). They stay kernels of their own (:func:`hlo_go.xla.wrap_alone`).
+CPU_EMITTER_NOT_FUSIBLE: frozenset[str] = frozenset({"scatter"})
+
 # Attribute keys whose value names called computations, e.g. ``to_apply=%add``
 # or ``branch_computations={%b0, %b1}``.
 COMPUTATION_ATTRIBUTES: tuple[str, ...] = (
