@@ -130,6 +130,16 @@ def test_pass_that_changes_nothing_gives_zero_reward(start) -> None:
     assert twice.op_count == once.op_count
 
 
+def test_simulated_time_reward(start) -> None:
+    config = PassEnvConfig(reward="sim_time")
+    _, unchanged, _, _ = step(start, "simplify-while-loops", config)
+    assert unchanged == 0.0
+    _, reward, _, _ = step(start, "cse", config)
+    assert np.isfinite(reward) and reward > 0.0
+    with pytest.raises(ValueError, match="reward"):
+        PassEnvConfig(reward="speed")
+
+
 def test_reward_is_the_op_count_reduction(start) -> None:
     after, reward, _, info = step(start, "cse")
     assert after.op_count == instruction_count(after.text) == info["op_count"]

@@ -5,8 +5,9 @@ passes, then the HLO → StableHLO → HLO round trip every compile starts with,
 that later steps measure passes only). ``step(state, action) -> (state, reward,
 done, info)`` applies one action (:mod:`hlo_go.passes.catalog`) with XLA's own
 code and recaptures the module. The reward is the reduction in operation count
-(instructions in all computations) as a fraction of the prepared module's count;
-a pass that changes nothing earns exactly zero.
+(instructions in all computations) as a fraction of the prepared module's count
+(or, with ``reward="sim_time"``, the simulated step-time reduction); a pass that
+changes nothing earns exactly zero.
 
 Results of ``(module text, action)`` are memoized per process (XLA's passes are
 deterministic), so searches that revisit prefixes pay once.
@@ -49,16 +50,25 @@ class PassEnvConfig:
         dumps that each of its passes is scheduled (a silently ignored name would
         otherwise look like a pass that changes nothing).
       cache_entries: memoized ``(module, action)`` results kept per process.
+      reward: "op_count" (the paper's metric: op-count reduction / the prepared
+        module's op count) or "sim_time" (simulated step time reduction / the
+        previous module's simulated time, by :mod:`hlo_go.sim` on ``sim_cluster``
+        with default decisions: one device, FIFO, no fusion).
+      sim_cluster: cluster preset for ``reward="sim_time"``.
     """
 
     max_steps: int = 12
     actions: tuple[str, ...] | None = None
     verify: bool = True
     cache_entries: int = 1024
+    reward: str = "op_count"
+    sim_cluster: str = "host-cpu-1"
 
     def __post_init__(self) -> None:
         if self.max_steps < 1:
             raise ValueError(f"max_steps must be >= 1, got {self.max_steps}")
+        if self.reward not in ("op_count", "sim_time"):
+            raise ValueError(f"reward must be 'op_count' or 'sim_time', got {self.reward!r}")
         if self.actions is not None:
             if not self.actions:
                 raise ValueError("actions must not be empty")
@@ -235,7 +245,12 @@ def step(
         history=(*state.history, resolved.name),
         module_fingerprint=digest,
     )
-    reward = (state.op_count - count) / max(state.initial_op_count, 1)
+    if config.reward == "sim_time":
+        before = simulated_step_time(state.text, state.module_fingerprint, config.sim_cluster)
+        after = simulated_step_time(text, digest, config.sim_cluster)
+        reward = (before - after) / before if before > 0 else 0.0
+    else:
+        reward = (state.op_count - count) / max(state.initial_op_count, 1)
     info = {
         "action": resolved.name,
         "op_count": count,
@@ -244,6 +259,27 @@ def step(
         "error": error,
     }
     return next_state, reward, len(next_state.history) >= config.max_steps, info
+
+
+_sim_times: collections.OrderedDict[tuple[str, str], float] = collections.OrderedDict()
+
+
+def simulated_step_time(text: str, digest: str, cluster: str) -> float:
+    """Simulated step time of a module (:func:`hlo_go.sim.simulate`, default decisions),
+    memoized by module fingerprint and cluster."""
+    key = (digest, cluster)
+    if key not in _sim_times:
+        from hlo_go.decisions import Decisions
+        from hlo_go.graph import build_graph
+        from hlo_go.hlo import parse_hlo
+        from hlo_go.sim import get_cluster, simulate
+
+        graph = build_graph(parse_hlo(text))
+        result = simulate(graph, get_cluster(cluster), Decisions.default(graph))
+        _sim_times[key] = float(result.step_time)
+        while len(_sim_times) > 4096:
+            _sim_times.popitem(last=False)
+    return _sim_times[key]
 
 
 def run_default_order(state: PassState, config: PassEnvConfig = DEFAULT_CONFIG) -> tuple[str, int]:
