@@ -47,6 +47,16 @@ def cmd_passes(args: argparse.Namespace, console: Console) -> int:
     )
     from hlo_go.passes.ppo import PassPPOConfig
 
+    if args.pipeline:
+        from hlo_go.xla.passes import discover_pipeline
+
+        table = Table(title="XLA's CPU pass pipeline in this jaxlib (read from XLA's pass log)")
+        for column in ("#", "pipeline", "pass"):
+            table.add_column(column, justify="right" if column == "#" else "left")
+        for entry in discover_pipeline():
+            table.add_row(str(entry.position), " / ".join(entry.pipelines), entry.name)
+        console.print(table)
+        return 0
     if args.list:
         table = Table(title="Pass actions (XLA's own passes, as its CPU pipeline runs them)")
         for column in ("action", "kept XLA names", "runs at (pipeline:pass)", "what"):
@@ -153,4 +163,7 @@ def add_passes_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("--list", action="store_true", help="list the actions and exit")
+    p.add_argument(
+        "--pipeline", action="store_true", help="list every pass of XLA's CPU pipeline and exit"
+    )
     p.set_defaults(func=cmd_passes)
