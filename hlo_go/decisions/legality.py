@@ -38,13 +38,7 @@ from hlo_go.decisions.adjacency import graph_cached
 from hlo_go.graph import FEATURE_NAMES, OPCODE_VOCAB, OpGraph, flatten_entry
 from hlo_go.graph.vocab import UNKNOWN_OPCODE
 from hlo_go.hlo import HloModule
-from hlo_go.xla.fusion import NOT_FUSIBLE
-
-# Opcodes XLA's CPU emitters cannot take inside our (kLoop) fusions although
-# hlo_go.xla.fusion.NOT_FUSIBLE lets them in: a scatter fused with its operands' producers
-# or its users aborts XLA's loop emitter (jaxlib 0.10.2: "SymbolicMap::Compose ... Check
-# failed" on rnnlm_l2_scan's embedding gradient). They stay kernels of their own.
-CPU_EMITTER_NOT_FUSIBLE: frozenset[str] = frozenset({"scatter"})
+from hlo_go.hlo.opcodes import CPU_EMITTER_NOT_FUSIBLE, NOT_FUSIBLE
 
 # Opcodes whose value may not be read inside their own group: XLA:CPU's loop emitter
 # computes a fused instruction once per element of each user, so a reduce feeding

@@ -8,16 +8,36 @@ from hlo_go.xla._jaxlib import (
     xla_module_to_text,
     xla_parse,
 )
-from hlo_go.xla.fusion import NOT_FUSIBLE, FusionError, apply_fusion
+from hlo_go.xla.fusion import (
+    CPU_EMITTER_NOT_FUSIBLE,
+    NOT_FUSIBLE,
+    FusionError,
+    apply_fusion,
+    unwrap_fusions,
+    wrap_alone,
+    wrap_named,
+)
 from hlo_go.xla.hooks import (
     PREFUSION_COMPILER_OPTIONS,
+    WRAPPED_COMPILER_OPTIONS,
     capture_prefusion,
     capture_prefusion_lowered,
+    capture_prefusion_with,
     compile_replacing,
     hlo_hook,
 )
-from hlo_go.xla.inputs import random_array, random_inputs
-from hlo_go.xla.measure import Measurement, measure, outputs_match
+from hlo_go.xla.inputs import random_arguments, random_array, random_inputs
+from hlo_go.xla.lowering import (
+    HOST_CLUSTER,
+    SEARCHED,
+    Executable,
+    LoweringError,
+    Program,
+    compile_hlo,
+    lower,
+    program,
+)
+from hlo_go.xla.measure import Measurement, Variant, measure, measure_many, outputs_match
 from hlo_go.xla.mpmd import Leaf, Partition, PlacementError, Segment, partition
 from hlo_go.xla.passes import (
     PassFailedError,
@@ -38,15 +58,27 @@ from hlo_go.xla.placed import (
     run_placed,
 )
 from hlo_go.xla.profile import InstructionProfile, profile_lowered
-from hlo_go.xla.schedule import ScheduleError, apply_schedule, compile_with, list_schedule
-from hlo_go.xla.timing import Timing, time_interleaved
+from hlo_go.xla.schedule import (
+    ScheduleError,
+    apply_schedule,
+    compile_hooked,
+    compile_with,
+    list_schedule,
+)
+from hlo_go.xla.timing import Timing, in_pinned_process, pin_to_cpu, time_interleaved
 
 __all__ = [
+    "CPU_EMITTER_NOT_FUSIBLE",
+    "HOST_CLUSTER",
     "NOT_FUSIBLE",
     "PREFUSION_COMPILER_OPTIONS",
+    "SEARCHED",
+    "WRAPPED_COMPILER_OPTIONS",
+    "Executable",
     "FusionError",
     "InstructionProfile",
     "Leaf",
+    "LoweringError",
     "Measurement",
     "Partition",
     "PassFailedError",
@@ -55,35 +87,49 @@ __all__ = [
     "PlacedArguments",
     "PlacedProgram",
     "PlacementError",
+    "Program",
     "RunStats",
     "ScheduleError",
     "Segment",
     "Timing",
+    "Variant",
     "apply_fusion",
     "apply_schedule",
     "canonicalize_hlo",
     "capture_prefusion",
     "capture_prefusion_lowered",
+    "capture_prefusion_with",
+    "compile_hlo",
     "compile_hlo_text",
+    "compile_hooked",
     "compile_placed",
     "compile_replacing",
     "compile_with",
     "discover_pipeline",
     "hlo_hook",
+    "in_pinned_process",
     "list_schedule",
+    "lower",
     "measure",
+    "measure_many",
     "measure_placed",
     "outputs_match",
     "partition",
     "passes_run",
+    "pin_to_cpu",
     "placed_module",
     "profile_lowered",
+    "program",
+    "random_arguments",
     "random_array",
     "random_inputs",
     "run_executable",
     "run_hlo_passes",
     "run_placed",
     "time_interleaved",
+    "unwrap_fusions",
+    "wrap_alone",
+    "wrap_named",
     "xla_accepts",
     "xla_cost_analysis",
     "xla_module_to_text",

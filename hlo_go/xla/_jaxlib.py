@@ -37,8 +37,15 @@ def xla_parse(text: str) -> Any:
 
 
 def xla_module_to_text(module: Any) -> str:
-    """Prints a ``jaxlib._hlo.HloModule`` as XLA prints it."""
-    return module.to_string()
+    """Prints a ``jaxlib._hlo.HloModule`` as XLA prints it, large constants included.
+
+    XLA's default print options elide constants of more than a few elements as
+    ``{...}``, which XLA's parser reads back as a literal of unspecified values: text
+    printed that way does not compute what the module did.
+    """
+    options = _xla_hlo.HloPrintOptions()
+    options.print_large_constants = True
+    return module.to_string(options)
 
 
 def xla_cost_analysis(text: str) -> dict[str, float]:
@@ -133,3 +140,8 @@ def run_executable(executable: Any, args: list[Any]) -> list[Any]:
 def module_from_proto(proto: bytes) -> Any:
     """A ``jaxlib`` HloModule from serialized HloModuleProto bytes."""
     return _xla_hlo.HloModule.from_serialized_hlo_module_proto(proto)
+
+
+def executable_hlo_text(executable: Any) -> str:
+    """The optimized HLO text of a loaded executable (its first module)."""
+    return xla_module_to_text(executable.hlo_modules()[0])

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from hlo_go.hlo import (
     FrozenDict,
@@ -29,20 +29,8 @@ from hlo_go.hlo import (
     HloModule,
     tuple_shape,
 )
-
-# Opcodes that may not go inside a fusion: control flow, calls, side effects,
-# communication, and values without data (tuples, tokens).
-NOT_FUSIBLE: frozenset[str] = frozenset({
-    "parameter", "tuple", "get-tuple-element", "while", "conditional", "call", "fusion",
-    "custom-call", "after-all", "infeed", "outfeed", "send", "send-done", "recv", "recv-done",
-    "all-reduce", "all-reduce-start", "all-reduce-done", "all-gather", "all-gather-start",
-    "all-gather-done", "all-to-all", "reduce-scatter", "collective-permute",
-    "collective-permute-start", "collective-permute-done", "collective-broadcast",
-    "async-start", "async-update", "async-done", "copy-start", "copy-done", "rng",
-    "rng-get-and-update-state", "rng-bit-generator", "sort", "opt-barrier", "domain",
-    "add-dependency", "partition-id", "replica-id", "cholesky", "triangular-solve", "fft",
-    "batch-norm-training", "batch-norm-inference", "batch-norm-grad", "topk",
-})  # fmt: skip
+from hlo_go.hlo.ir import computation_names
+from hlo_go.hlo.opcodes import CPU_EMITTER_NOT_FUSIBLE, NOT_FUSIBLE
 
 
 class FusionError(ValueError):
@@ -199,6 +187,209 @@ def apply_fusion(
         entry.name,
         FrozenDict(attributes),
         module.stack_frames,
+    )
+
+
+# Kinds XLA:CPU runs as kernels of their own without a fusion around them (library calls,
+# in-place updates, copies, views). Every other fusible instruction left out of a fusion
+# is wrapped in a one-instruction kLoop fusion by :func:`wrap_unfused`, as XLA's own
+# ``fusion-wrapper`` pass does (observed on jaxlib 0.10.2 with its fusion pass off).
+# Unwrapped, XLA:CPU emits them through other code paths whose results differ: a
+# training step's updated parameters were off by up to 6% (rnnlm_l2_scan).
+CPU_UNWRAPPED_OPCODES: frozenset[str] = frozenset({
+    "constant", "bitcast", "dot", "convolution", "concatenate", "dynamic-update-slice", "copy",
+})  # fmt: skip
+# Attributes naming computations that run as control flow (not per element).
+_CONTROL_ATTRIBUTES = ("body", "condition", "true_computation", "false_computation",
+                       "branch_computations")  # fmt: skip
+
+
+def wrap_alone(module: HloModule, opcodes: frozenset[str] = CPU_EMITTER_NOT_FUSIBLE) -> HloModule:
+    """Wraps every entry instruction of the given opcodes in a fusion of its own.
+
+    XLA's CPU thunk emitter cannot emit an unfused ``scatter``; XLA's own pipeline wraps
+    it (``wrapped_scatter``, fusion kind kLoop), as this does for modules whose fusion
+    passes were replaced by ours. The fusion keeps the instruction's name, so schedules
+    and profiles by name still find it.
+
+    Args:
+      module: a module (e.g. after :func:`apply_fusion`).
+      opcodes: the opcodes to wrap.
+
+    Returns:
+      The module with those instructions replaced by one-instruction fusions.
+    """
+    return _wrap(module, lambda i: i.opcode in opcodes, [module.entry_name])
+
+
+def wrap_unfused(module: HloModule) -> HloModule:
+    r"""Wraps every fusible instruction outside a fusion in a fusion of its own, as XLA's
+    ``fusion-wrapper`` pass does, in the entry and in the computations it runs as control
+    flow (``while`` bodies and conditions, ``conditional`` branches, ``call``\ s).
+
+    Compile a module fused by :func:`apply_fusion` through this: with XLA's fusion
+    passes off, instructions left bare are emitted by other code paths of XLA:CPU that
+    compute different results (see :data:`CPU_UNWRAPPED_OPCODES`).
+
+    Args:
+      module: a module.
+
+    Returns:
+      The module with every bare fusible instruction (not of
+      :data:`CPU_UNWRAPPED_OPCODES`) replaced by a one-instruction kLoop fusion of the
+      same name.
+    """
+    control = _control(module)
+
+    def bare(instr: HloInstruction) -> bool:
+        return not (
+            instr.opcode in NOT_FUSIBLE
+            or instr.opcode in CPU_UNWRAPPED_OPCODES
+            or instr.shape.is_tuple
+        )
+
+    return _wrap(module, bare, control)
+
+
+def wrap_named(module: HloModule, names: Iterable[str]) -> HloModule:
+    """Wraps the named bare instructions of the entry and its control-flow computations in
+    one-instruction kLoop fusions of the same name (names not found are skipped)."""
+    wanted = frozenset(names)
+    return _wrap(module, lambda i: i.name in wanted and i.opcode != "fusion", _control(module))
+
+
+def unwrap_fusions(module: HloModule) -> tuple[HloModule, frozenset[str]]:
+    """Inlines every one-instruction fusion of the entry and its control-flow computations
+    (XLA's ``fusion-wrapper`` output): the inverse of :func:`wrap_unfused`.
+
+    XLA:CPU assigns layouts knowing which instructions are wrapped; capturing the module
+    after its ``fusion-wrapper`` pass and unwrapping it gives a pre-fusion module whose
+    layouts XLA's emitters handle, unlike one captured with ``fusion-wrapper`` off (whose
+    bare instructions can read operands in layouts that compile to wrong results).
+
+    Args:
+      module: a module with single-instruction fusions.
+
+    Returns:
+      ``(module, names)``: the unwrapped module (each inlined instruction takes its
+      fusion's name and shape) and the names of the instructions that were wrapped
+      (re-wrap what stays unfused with :func:`wrap_named`).
+    """
+    computations = dict(module.computations)
+    unwrapped: set[str] = set()
+    inlined: set[str] = set()
+    for comp_name in _control(module):
+        comp = module.computations[comp_name]
+        new_instructions = []
+        for instr in comp.instructions:
+            called = (
+                module.computations.get(instr.attributes.get("calls", "").lstrip("%"))
+                if instr.opcode == "fusion"
+                else None
+            )
+            body = [i for i in called.instructions if i.opcode != "parameter"] if called else []
+            if called is None or len(body) != 1 or body[0].name != called.root_name:
+                new_instructions.append(instr)
+                continue
+            inner = body[0]
+            params = {
+                i.name: i.parameter_number for i in called.instructions if i.opcode == "parameter"
+            }
+            operands = tuple(instr.operands[params[o]] for o in inner.operands)
+            new_instructions.append(
+                inner.replace(
+                    name=instr.name,
+                    shape=instr.shape,
+                    operands=operands,
+                    control_predecessors=instr.control_predecessors,
+                    metadata=instr.metadata or inner.metadata,
+                )
+            )
+            unwrapped.add(instr.name)
+            inlined.add(called.name)
+        computations[comp_name] = HloComputation(
+            comp.name, tuple(new_instructions), comp.root_name, comp.execution_thread
+        )
+    if not unwrapped:
+        return module, frozenset()
+    kept = {n: c for n, c in computations.items() if n not in inlined}
+    return (
+        HloModule(
+            module.name, FrozenDict(kept), module.entry_name, module.attributes, module.stack_frames
+        ),
+        frozenset(unwrapped),
+    )
+
+
+def _control(module: HloModule) -> list[str]:
+    """The entry and the computations it runs as control flow, transitively."""
+    control: list[str] = []
+    pending = [module.entry_name]
+    while pending:
+        name = pending.pop()
+        if name in control or name not in module.computations:
+            continue
+        control.append(name)
+        for instr in module.computations[name].instructions:
+            keys = _CONTROL_ATTRIBUTES + (("to_apply",) if instr.opcode == "call" else ())
+            for key in keys:
+                if key in instr.attributes:
+                    pending.extend(computation_names(instr.attributes[key]))
+    return control
+
+
+def _wrap(
+    module: HloModule, select: Callable[[HloInstruction], bool], scope: Sequence[str]
+) -> HloModule:
+    """Replaces the selected instructions of the ``scope`` computations by one-instruction
+    kLoop fusions of the same name."""
+    computations = dict(module.computations)
+    created: dict[str, list[str]] = {}  # scope computation -> fused computations it calls
+    for comp_name in scope:
+        comp = module.computations[comp_name]
+        new_instructions = []
+        for instr in comp.instructions:
+            if not select(instr):
+                new_instructions.append(instr)
+                continue
+            fused_name = f"hlo_go_wrapped_{instr.name}"
+            created.setdefault(comp_name, []).append(fused_name)
+            operands = list(dict.fromkeys(instr.operands))
+            params = [
+                HloInstruction(
+                    f"{instr.name}.param_{k}", "parameter", comp.instruction(o).shape,
+                    parameter_number=k,
+                )
+                for k, o in enumerate(operands)
+            ]  # fmt: skip
+            rename = {o: p.name for o, p in zip(operands, params, strict=True)}
+            inner = instr.replace(
+                operands=tuple(rename[o] for o in instr.operands), control_predecessors=()
+            )
+            computations[fused_name] = HloComputation(fused_name, (*params, inner), inner.name)
+            new_instructions.append(
+                HloInstruction(
+                    instr.name,
+                    "fusion",
+                    instr.shape,
+                    tuple(operands),
+                    FrozenDict({"kind": "kLoop", "calls": f"%{fused_name}"}),
+                    control_predecessors=instr.control_predecessors,
+                )
+            )
+        computations[comp_name] = HloComputation(
+            comp.name, tuple(new_instructions), comp.root_name, comp.execution_thread
+        )
+    if not created:
+        return module
+    # XLA's parser wants a computation defined before its callers: each new fused
+    # computation goes right before the one calling it (after the reducers it calls).
+    ordered: dict[str, HloComputation] = {}
+    for name in module.computations:
+        ordered.update({f: computations[f] for f in created.get(name, ())})
+        ordered[name] = computations[name]
+    return HloModule(
+        module.name, FrozenDict(ordered), module.entry_name, module.attributes, module.stack_frames
     )
 
 

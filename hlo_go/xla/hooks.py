@@ -18,12 +18,19 @@ import jax
 import jax.extend
 
 from hlo_go.hlo import HloModule, parse_hlo
-from hlo_go.xla._jaxlib import module_from_proto
+from hlo_go.xla._jaxlib import module_from_proto, xla_module_to_text
 
 # Compile options that give the module XLA would fuse: its optimizations, minus
 # fusion, with matmuls left as plain dots (not YNNPACK custom fusions).
 PREFUSION_COMPILER_OPTIONS: dict[str, Any] = {
     "xla_disable_hlo_passes": "fusion,fusion-wrapper",
+    "xla_cpu_experimental_ynn_fusion_type": "",
+}
+
+# XLA's fusion off but its fusion-wrapper on: every instruction it would emit alone comes
+# wrapped in a one-instruction fusion, with the layouts XLA:CPU's emitters expect.
+WRAPPED_COMPILER_OPTIONS: dict[str, Any] = {
+    "xla_disable_hlo_passes": "fusion",
     "xla_cpu_experimental_ynn_fusion_type": "",
 }
 
@@ -100,17 +107,40 @@ def capture_prefusion(
 def capture_prefusion_lowered(lowered: Any, *, platform: str = "cpu") -> HloModule:
     """:func:`capture_prefusion` for a ``jax.stages.Lowered``."""
     module_name = lowered.compiler_ir("hlo").as_hlo_module().name
+    return capture_prefusion_with(
+        lambda options: lowered.compile(compiler_options=options), module_name, platform=platform
+    )
+
+
+def capture_prefusion_with(
+    compile_fn: Callable[[dict[str, Any]], Any],
+    module_name: str,
+    *,
+    platform: str = "cpu",
+    compiler_options: dict[str, Any] | None = None,
+) -> HloModule:
+    """:func:`capture_prefusion` for any compile: ``compile_fn(compiler_options)`` must run
+    XLA's pipeline on a module named ``module_name`` (e.g. a ``jax.stages.Lowered``'s
+    ``compile``, or :func:`hlo_go.xla.compile_hlo` of HLO text).
+
+    ``compiler_options`` replaces :data:`PREFUSION_COMPILER_OPTIONS` (e.g.
+    :data:`WRAPPED_COMPILER_OPTIONS`, see :func:`hlo_go.xla.unwrap_fusions`).
+
+    Raises:
+      RuntimeError: the compile never reached the pre-scheduler hook (e.g. the module is
+        named otherwise).
+    """
     captured: list[str] = []
 
     def keep(module: Any) -> None:
-        captured.append(module.to_string())
+        captured.append(xla_module_to_text(module))  # large constants included
         # Stop the compile here: the rest of XLA's pipeline is not needed, and the CPU
         # backend cannot emit some unfused ops (e.g. scatter) anyway.
         raise _CaptureDone
 
     with hlo_hook(keep, module_name=module_name, platform=platform):
         try:
-            lowered.compile(compiler_options=PREFUSION_COMPILER_OPTIONS)
+            compile_fn(PREFUSION_COMPILER_OPTIONS if compiler_options is None else compiler_options)
         except Exception:
             if not captured:
                 raise

@@ -1,6 +1,8 @@
-"""Random inputs for a module's entry parameters."""
+"""Random inputs for a module's entry parameters, or for a function's abstract arguments."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -18,27 +20,101 @@ NUMPY_DTYPES: dict[str, np.dtype] = {
 }  # fmt: skip
 
 
-def random_array(shape: Shape, rng: np.random.Generator, *, int_high: int = 4) -> np.ndarray:
+def _draw(
+    dims: tuple[int, ...],
+    dtype: np.dtype,
+    rng: np.random.Generator,
+    *,
+    int_high: int,
+    scale: float,
+    positive: bool = False,
+) -> np.ndarray:
+    """Random values of one array: booleans fair, integers in [0, int_high) ([1, int_high)
+    if ``positive``), complex and real floats N(0, scale²) (their absolute values if
+    ``positive``)."""
+    if dtype == np.bool_:
+        return rng.random(dims) < 0.5
+    if np.issubdtype(dtype, np.integer):
+        return rng.integers(1 if positive else 0, int_high, size=dims).astype(dtype)
+    if np.issubdtype(dtype, np.complexfloating):
+        return (scale * (rng.standard_normal(dims) + 1j * rng.standard_normal(dims))).astype(dtype)
+    values = scale * rng.standard_normal(dims)
+    return (np.abs(values) if positive else values).astype(dtype)
+
+
+def random_array(
+    shape: Shape, rng: np.random.Generator, *, int_high: int = 4, scale: float = 1.0
+) -> np.ndarray:
     """A random array of an HLO array shape. Integers are drawn from [0, int_high) so
-    that they are safe as indices, shift amounts and loop bounds; floats from N(0, 1).
+    that they are safe as indices, shift amounts and loop bounds; floats from
+    N(0, scale²).
 
     Raises:
       ValueError: for tuple, token or unsupported element types.
     """
     if shape.dtype not in NUMPY_DTYPES:
         raise ValueError(f"cannot draw random inputs of element type {shape.dtype!r} ({shape})")
-    dtype = NUMPY_DTYPES[shape.dtype]
     dims = tuple(max(d, 0) for d in shape.dims)
-    if dtype == np.bool_:
-        return rng.random(dims) < 0.5
-    if np.issubdtype(dtype, np.integer):
-        return rng.integers(0, int_high, size=dims).astype(dtype)
-    if np.issubdtype(dtype, np.complexfloating):
-        return (rng.standard_normal(dims) + 1j * rng.standard_normal(dims)).astype(dtype)
-    return rng.standard_normal(dims).astype(dtype)
+    return _draw(dims, NUMPY_DTYPES[shape.dtype], rng, int_high=int_high, scale=scale)
 
 
-def random_inputs(module: HloModule, *, seed: int = 0) -> list[np.ndarray]:
-    """One random array per entry parameter, in parameter order."""
+def random_inputs(
+    module: HloModule, *, seed: int = 0, scale: float = 1.0, positive: bool = False
+) -> list[np.ndarray]:
+    """One random array per entry parameter, in parameter order (see :func:`random_array`).
+
+    ``positive`` draws integers from [1, 4) and floats as |N(0, scale²)|: safe for a
+    training step's state (step counts divided by, variances under a square root).
+
+    Raises:
+      ValueError: a parameter of a tuple, token or unsupported element type (named).
+    """
     rng = np.random.default_rng(seed)
-    return [random_array(p.shape, rng) for p in module.entry.parameters]
+    out = []
+    for p in module.entry.parameters:
+        try:
+            if p.shape.dtype not in NUMPY_DTYPES:
+                raise ValueError(f"unsupported element type {p.shape.dtype!r} ({p.shape})")
+            dims = tuple(max(d, 0) for d in p.shape.dims)
+            dtype = NUMPY_DTYPES[p.shape.dtype]
+            out.append(_draw(dims, dtype, rng, int_high=4, scale=scale, positive=positive))
+        except ValueError as e:
+            raise ValueError(f"entry parameter {p.name!r} of {module.name!r}: {e}") from None
+    return out
+
+
+def random_arguments(
+    abstract: Any, *, seed: int = 0, int_high: int = 4, scale: float = 1.0, positive: bool = False
+) -> Any:
+    """Random arrays for every ``jax.ShapeDtypeStruct`` leaf of a pytree; other leaves
+    (concrete arrays, Python scalars) are kept.
+
+    Args:
+      abstract: a pytree of ``jax.ShapeDtypeStruct`` and concrete values.
+      seed: the random seed.
+      int_high: integers are drawn from ``[0, int_high)``.
+      scale: floats are drawn from N(0, scale²).
+      positive: integers from [1, int_high), floats |N(0, scale²)| (see
+        :func:`random_inputs`).
+
+    Returns:
+      The pytree with random numpy arrays in place of the abstract leaves.
+    """
+    import jax
+
+    rng = np.random.default_rng(seed)
+
+    def draw(leaf: Any) -> Any:
+        if not isinstance(leaf, jax.ShapeDtypeStruct):
+            return leaf
+        dims, dtype = tuple(leaf.shape), np.dtype(leaf.dtype)
+        return _draw(dims, dtype, rng, int_high=int_high, scale=scale, positive=positive)
+
+    return jax.tree.map(draw, abstract)
+
+
+def has_abstract_leaves(tree: Any) -> bool:
+    """Whether a pytree holds any ``jax.ShapeDtypeStruct`` leaf."""
+    import jax
+
+    return any(isinstance(leaf, jax.ShapeDtypeStruct) for leaf in jax.tree.leaves(tree))

@@ -1,24 +1,26 @@
-"""Measured step time of a function compiled with our fusion and schedule, against
+"""Measured step time of a program compiled with our fusion and schedule, against
 XLA's default compile, after checking that both compute the same outputs.
 
-``measure`` ALWAYS checks outputs first (tolerance by dtype) and only then times
-the two executables interleaved in one process (A B A B ...), reporting medians
-and their ratio.
+``measure`` ALWAYS checks outputs first (tolerance by dtype) and only then times the
+executables interleaved in one process (A B A B ...), reporting medians and their
+ratio. ``measure_many`` does the same for several variants of one program in one
+interleaving.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
 import numpy as np
 
-from hlo_go.hlo import HloModule
-from hlo_go.xla.fusion import apply_fusion
-from hlo_go.xla.hooks import capture_prefusion_lowered
-from hlo_go.xla.schedule import compile_with
-from hlo_go.xla.timing import time_interleaved
+from hlo_go.decisions import DEFAULT_LIMITS, FusionLimits
+from hlo_go.xla.timing import Clock, time_interleaved
+
+if TYPE_CHECKING:
+    from hlo_go.xla.lowering import FusionSpec, Program, ScheduleSpec, Source
 
 # Relative and absolute tolerances by element type of the output.
 TOLERANCES: dict[str, tuple[float, float]] = {
@@ -35,13 +37,18 @@ class Measurement(NamedTuple):
 
     Attributes:
       correct: outputs matched XLA's default within tolerance (time is None otherwise).
-      time_s: median wall time of one call of the variant.
-      baseline_time_s: median wall time of XLA's default compile, timed interleaved.
+      time_s: median time of one call of the variant (on ``clock``).
+      baseline_time_s: median time of XLA's default compile, timed interleaved.
       spread: (min, max) of the variant's samples, seconds.
       speedup: baseline_time_s / time_s (> 1: the variant is faster).
       repeats: timed calls per configuration.
       message: why ``correct`` is False, or notes.
       order: the entry instruction order imposed, if a schedule was given.
+      baseline_spread: (min, max) of the baseline's samples, seconds.
+      clock: ``"wall"`` or ``"cpu"`` (:mod:`hlo_go.xla.timing`).
+      label: what was measured (fusion and schedule).
+      kernels: fusion instructions in the variant's compiled entry (None if unknown).
+      compile_s: seconds to lower and compile the variant (decisions included).
     """
 
     correct: bool
@@ -52,6 +59,18 @@ class Measurement(NamedTuple):
     repeats: int
     message: str = ""
     order: list[str] | None = None
+    baseline_spread: tuple[float, float] | None = None
+    clock: str = "wall"
+    label: str = ""
+    kernels: int | None = None
+    compile_s: float | None = None
+
+    @property
+    def relative(self) -> float | None:
+        """time_s / baseline_time_s (< 1: the variant is faster)."""
+        if self.time_s is None or not self.baseline_time_s:
+            return None
+        return self.time_s / self.baseline_time_s
 
 
 def outputs_match(got: Any, want: Any) -> tuple[bool, str]:
@@ -83,53 +102,186 @@ def outputs_match(got: Any, want: Any) -> tuple[bool, str]:
     return True, ""
 
 
+class Variant(NamedTuple):
+    """One variant to measure: its fusion and schedule (see :meth:`hlo_go.xla.Program.lower`)."""
+
+    fusion: FusionSpec = None
+    schedule: ScheduleSpec = None
+
+
 def measure(
-    fn: Callable[..., Any],
-    args: Sequence[Any],
+    module_or_fn: Source | Program,
+    args: Sequence[Any] | None = None,
     *,
-    fusion: Sequence[Sequence[str]] | HloModule | None = None,
-    schedule: Mapping[str, float] | None = None,
+    fusion: FusionSpec = None,
+    schedule: ScheduleSpec = None,
     repeats: int = 20,
     warmup: int = 2,
+    clock: Clock = "wall",
+    seed: int = 0,
+    cluster: str | None = None,
+    budget: int | None = None,
+    limits: FusionLimits = DEFAULT_LIMITS,
 ) -> Measurement:
-    """Compiles ``fn`` with our fusion groups and schedule priorities, checks its
-    outputs against ``jax.jit(fn)``, then times both interleaved.
+    """Compiles a program with our fusion and schedule, checks its outputs against XLA's
+    default compile (``jax.jit`` of the original), then times both interleaved.
 
     Args:
-      fn: the function (as given to ``jax.jit``).
-      args: its arguments.
-      fusion: groups of pre-fusion entry instruction names (see
-        :func:`hlo_go.xla.capture_prefusion`), or an already fused module; None
-        leaves every instruction unfused.
-      schedule: priority per entry instruction name of the fused module (higher
-        runs first among ready ones); None keeps XLA's order.
+      module_or_fn: a jax function (with ``args``), a ``jax.stages.Lowered``, an
+        :class:`~hlo_go.hlo.HloModule`, HLO text, a path to an HLO file, or a
+        :class:`~hlo_go.xla.Program`.
+      args: positional arguments; None draws them at random from the entry
+        parameters' shapes and dtypes (:func:`hlo_go.xla.program`); a function's
+        ``jax.ShapeDtypeStruct`` leaves are drawn at random too.
+      fusion: a method name (``"no-fusion"``, ``"xla-cpu-like"``, ``"fuse-all-legal"``,
+        ``"priority-fusion"``, ``"searched"``, any :func:`hlo_go.baselines.get` name), a
+        :class:`~hlo_go.decisions.Decisions`, groups of pre-fusion entry instruction
+        names, or an already fused module; None leaves every instruction unfused.
+      schedule: a method name (``"fifo"``, ``"critical-path"``, ``"searched"``, ...), a
+        ``Decisions``, or priorities per entry instruction name of the fused module;
+        None keeps XLA's order.
       repeats: timed calls per configuration.
       warmup: untimed rounds first.
+      clock: ``"wall"``, or ``"cpu"`` (CPU time: for a process pinned to one core,
+        :func:`hlo_go.xla.timing.in_pinned_process`).
+      seed: seed of random inputs and of the methods.
+      cluster: the cluster preset methods decide for (default ``host-cpu-1``).
+      budget: simulator evaluations for a search.
+      limits: fusion grouping limits.
 
     Returns:
       A :class:`Measurement`; ``correct`` False (and no times) when outputs differ.
     """
-    lowered = jax.jit(fn).lower(*args)
-    baseline = lowered.compile()
-    if isinstance(fusion, HloModule):
-        module = fusion
-    else:
-        module = apply_fusion(capture_prefusion_lowered(lowered), fusion or [])
-    variant, order = compile_with(lowered, module=module, priority=schedule)
-    want = jax.block_until_ready(baseline(*args))
-    got = jax.block_until_ready(variant(*args))
-    ok, message = outputs_match(got, want)
-    if not ok:
-        return Measurement(False, None, None, None, None, 0, message, order)
-    timings = time_interleaved(
-        {
-            "variant": lambda: jax.block_until_ready(variant(*args)),
-            "baseline": lambda: jax.block_until_ready(baseline(*args)),
-        },
+    return measure_many(
+        module_or_fn,
+        {"variant": Variant(fusion, schedule)},
+        args=args,
         repeats=repeats,
         warmup=warmup,
-    )
-    v, b = timings["variant"], timings["baseline"]
-    return Measurement(
-        True, v.median, b.median, (v.min, v.max), b.median / v.median, repeats, "", order
-    )
+        clock=clock,
+        seed=seed,
+        cluster=cluster,
+        budget=budget,
+        limits=limits,
+    )["variant"]
+
+
+def measure_many(
+    module_or_fn: Source | Program,
+    variants: Mapping[str, Variant],
+    *,
+    args: Sequence[Any] | None = None,
+    repeats: int = 20,
+    warmup: int = 2,
+    clock: Clock = "wall",
+    seed: int = 0,
+    cluster: str | None = None,
+    budget: int | None = None,
+    limits: FusionLimits = DEFAULT_LIMITS,
+    slow_factor: float | None = None,
+    slow_repeats: int = 2,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Measurement]:
+    """:func:`measure` for several variants of one program, timed in one interleaving.
+
+    Each variant is lowered, run once and checked against XLA's default; the correct ones
+    are then timed interleaved with the default (A B C ... A B C ...).
+
+    Args:
+      module_or_fn: as :func:`measure`.
+      variants: name -> :class:`Variant`.
+      args: as :func:`measure`.
+      repeats: timed calls per configuration.
+      warmup: untimed rounds first.
+      clock: ``"wall"`` or ``"cpu"``.
+      seed: seed of random inputs and of the methods.
+      cluster: the cluster preset methods decide for (default ``host-cpu-1``).
+      budget: simulator evaluations for a search.
+      limits: fusion grouping limits.
+      slow_factor: a variant whose checking run took more than this many times the
+        default's is timed separately, interleaved with the default for only
+        ``slow_repeats`` rounds (None: no such split).
+      slow_repeats: timed rounds of a slow variant.
+      progress: called with a line per lowered variant and per timing round.
+
+    Returns:
+      name -> :class:`Measurement`. A variant that fails to lower is not correct, and
+      its message says why.
+    """
+    from hlo_go.xla.lowering import HOST_CLUSTER, program
+
+    say = progress or (lambda _: None)
+    prog = program(module_or_fn, args, seed=seed)
+    baseline = prog.default()
+    start = time.perf_counter()
+    want = baseline(*prog.args)
+    baseline_check_s = time.perf_counter() - start
+    results: dict[str, Measurement] = {}
+    executables: dict[str, Any] = {}
+    check_s: dict[str, float] = {}
+    for name, variant in variants.items():
+        start = time.perf_counter()
+        try:
+            executable = prog.lower(
+                fusion=variant.fusion,
+                schedule=variant.schedule,
+                limits=limits,
+                cluster=cluster or HOST_CLUSTER,
+                seed=seed,
+                budget=budget,
+            )
+            compile_s = time.perf_counter() - start
+            start = time.perf_counter()
+            got = executable(*prog.args)
+            check_s[name] = time.perf_counter() - start
+        except Exception as error:  # a lowering XLA or our checks refuse: reported, not raised
+            message = f"not lowered: {type(error).__name__}: {error}"
+            results[name] = Measurement(False, None, None, None, None, 0, message, clock=clock)
+            say(f"{name}: {message[:200]}")
+            continue
+        ok, message = outputs_match(got, want)
+        kernels = executable.num_fusions
+        say(f"{name}: lowered in {compile_s:.1f} s, {kernels} fusions, correct={ok} {message}")
+        if not ok:
+            results[name] = Measurement(
+                False, None, None, None, None, 0, message, executable.order,
+                clock=clock, label=executable.label, kernels=kernels, compile_s=compile_s,
+            )  # fmt: skip
+            continue
+        executables[name] = executable
+        results[name] = Measurement(
+            True, None, None, None, None, 0, "", executable.order,
+            clock=clock, label=executable.label, kernels=kernels, compile_s=compile_s,
+        )  # fmt: skip
+    slow = {
+        n
+        for n in executables
+        if slow_factor is not None and check_s[n] > slow_factor * baseline_check_s
+    }
+    batches = [[n for n in executables if n not in slow]] + [[n] for n in sorted(slow)]
+    for batch in batches:
+        if not batch:
+            continue
+        rounds = slow_repeats if batch and batch[0] in slow else repeats
+        fns = {"XLA default": lambda: baseline(*prog.args)}
+        fns.update({n: (lambda e=executables[n]: e(*prog.args)) for n in batch})
+        timings = time_interleaved(
+            fns,
+            repeats=rounds,
+            warmup=warmup if rounds == repeats else min(warmup, 1),
+            clock=clock,
+            progress=say,
+        )
+        b = timings["XLA default"]
+        for n in batch:
+            v = timings[n]
+            results[n] = results[n]._replace(
+                time_s=v.median,
+                baseline_time_s=b.median,
+                spread=(v.min, v.max),
+                baseline_spread=(b.min, b.max),
+                speedup=b.median / v.median,
+                repeats=rounds,
+                message="timed separately (slow)" if n in slow else "",
+            )
+    return results

@@ -9,9 +9,10 @@ scheduling and our order after it, so the executable runs exactly that order.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from hlo_go.hlo import FrozenDict, HloComputation, HloModule, parse_hlo
@@ -115,42 +116,81 @@ def compile_with(
       ``(compiled, order)``: the ``jax.stages.Compiled`` and the entry order imposed
       (None when no priority was given).
     """
-    from hlo_go.xla._jaxlib import xla_parse
+    module_name = lowered.compiler_ir("hlo").as_hlo_module().name
+    return compile_hooked(
+        lambda options: lowered.compile(compiler_options=options),
+        module_name,
+        module=module,
+        priority=priority,
+        platform=platform,
+    )
+
+
+def compile_hooked(
+    compile_fn: Callable[[dict[str, Any]], Any],
+    module_name: str,
+    *,
+    module: HloModule | None = None,
+    priority: Mapping[str, float] | None = None,
+    platform: str = "cpu",
+) -> tuple[Any, list[str] | None]:
+    """:func:`compile_with` for any compile: ``compile_fn(compiler_options)`` runs XLA's
+    pipeline on the module named ``module_name`` (a ``jax.stages.Lowered``'s ``compile``,
+    or :func:`hlo_go.xla.compile_hlo` of HLO text) while the hooks are registered.
+
+    Args:
+      compile_fn: compiles with the given XLA compiler options and returns the result.
+      module_name: the HLO module's name (the hooks ignore every other module).
+      module: swapped in before scheduling; None keeps XLA's (unfused) module.
+      priority: list-schedule the entry by these priorities after XLA's scheduler (per
+        instruction name; missing names run as soon as ready); None keeps XLA's order.
+      platform: XLA platform.
+
+    Returns:
+      ``(compiled, order)`` as :func:`compile_with`.
+
+    Raises:
+      ScheduleError: the imposed order breaks a dependency.
+      RuntimeError: XLA's compile never reached a hook (a module of another name).
+    """
+    from hlo_go.xla._jaxlib import xla_module_to_text, xla_parse
     from hlo_go.xla.hooks import PREFUSION_COMPILER_OPTIONS, hlo_hook
 
-    module_name = lowered.compiler_ir("hlo").as_hlo_module().name
     fired = {"pre": module is None, "post": priority is None}
     imposed: list[str] = []
+    errors: list[Exception] = []
 
     def swap(_: Any) -> bytes:
         fired["pre"] = True
         assert module is not None
         return xla_parse(module.to_text()).as_serialized_hlo_module_proto()
 
-    def order(scheduled: Any) -> bytes:
+    def order(scheduled: Any) -> bytes | None:
         fired["post"] = True
-        current = parse_hlo(scheduled.to_string())
+        current = parse_hlo(xla_module_to_text(scheduled))
         assert priority is not None
-        imposed[:] = list_schedule(current.entry, priority)
-        return xla_parse(
-            apply_schedule(current, imposed).to_text()
-        ).as_serialized_hlo_module_proto()
+        try:
+            imposed[:] = list_schedule(current.entry, priority)
+            reordered = apply_schedule(current, imposed)
+        except ScheduleError as error:  # XLA would only say "callback failed"
+            errors.append(error)
+            raise
+        return xla_parse(reordered.to_text()).as_serialized_hlo_module_proto()
 
     options = PREFUSION_COMPILER_OPTIONS
-    if module is not None and priority is not None:
-        with (
-            hlo_hook(swap, module_name=module_name, platform=platform),
-            hlo_hook(order, module_name=module_name, stage="post_scheduler", platform=platform),
-        ):
-            compiled = lowered.compile(compiler_options=options)
-    elif module is not None:
-        with hlo_hook(swap, module_name=module_name, platform=platform):
-            compiled = lowered.compile(compiler_options=options)
-    elif priority is not None:
-        with hlo_hook(order, module_name=module_name, stage="post_scheduler", platform=platform):
-            compiled = lowered.compile(compiler_options=options)
-    else:
-        compiled = lowered.compile(compiler_options=options)
+    with contextlib.ExitStack() as stack:
+        if module is not None:
+            stack.enter_context(hlo_hook(swap, module_name=module_name, platform=platform))
+        if priority is not None:
+            stack.enter_context(
+                hlo_hook(order, module_name=module_name, stage="post_scheduler", platform=platform)
+            )
+        try:
+            compiled = compile_fn(options)
+        except Exception:
+            if errors:
+                raise errors[0] from None
+            raise
     if not all(fired.values()):
         raise RuntimeError(f"XLA's compile of {module_name!r} did not reach every hook: {fired}")
     return compiled, (imposed if priority is not None else None)

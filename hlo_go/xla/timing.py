@@ -46,6 +46,43 @@ def pin_to_cpu(cpu: int) -> None:
     os.sched_setaffinity(0, {cpu})
 
 
+def default_cpu() -> int:
+    """The core pinned measurements use: the highest-numbered one this process may use."""
+    import os
+
+    return max(os.sched_getaffinity(0))
+
+
+def _pinned_call(cpu: int, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict) -> Any:
+    pin_to_cpu(cpu)
+    return fn(*args, **kwargs)
+
+
+def in_pinned_process(fn: Callable[..., Any], *args: Any, cpu: int, **kwargs: Any) -> Any:
+    """Runs ``fn(*args, **kwargs)`` in a fresh process pinned to core ``cpu``.
+
+    The child starts without JAX initialized (``spawn``), pins itself, and only then
+    creates XLA's CPU client, whose thread pools therefore have that one core. A script
+    calling this must guard its top level with ``if __name__ == "__main__":`` (the
+    child imports the main module); a child that dies raises ``BrokenProcessPool``.
+
+    Args:
+      fn: a module-level function (it is pickled by name); its result must pickle.
+      args: its positional arguments.
+      cpu: the core.
+      kwargs: its keyword arguments.
+
+    Returns:
+      What ``fn`` returned.
+    """
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
+        return pool.submit(_pinned_call, cpu, fn, args, kwargs).result()
+
+
 @dataclass(frozen=True)
 class Timing:
     """Timed samples of one configuration, in seconds."""

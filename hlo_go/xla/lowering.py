@@ -1,0 +1,572 @@
+"""Fusion and scheduling decisions lowered into XLA's own compile.
+
+A :class:`Program` is one thing to compile: a jax function with its arguments (or a
+``jax.stages.Lowered``), or an HLO module (an :class:`~hlo_go.hlo.HloModule`, HLO
+text, or a path to a ``.hlo``/``.hlo.gz`` file). :meth:`Program.lower` compiles it with
+XLA's pipeline, fusion passes off, and
+
+1. **fusion**: the pre-fusion module (:func:`hlo_go.xla.capture_prefusion`) fused by our
+   groups (:func:`hlo_go.xla.apply_fusion`; what stays unfused wrapped alone as XLA's
+   fusion-wrapper had it, :func:`hlo_go.xla.unwrap_fusions`) swapped in before scheduling;
+2. **schedule**: the entry list-scheduled by our priorities after XLA's scheduler
+   (:func:`hlo_go.xla.list_schedule`), a fused kernel taking the largest priority of its
+   members, as in the simulator.
+
+Decisions come as a baseline name (:func:`hlo_go.baselines.get`: ``"xla-cpu-like"``,
+``"critical-path"``, ...), ``"searched"`` (simulated annealing over the simulator on
+:data:`HOST_CLUSTER`), a :class:`~hlo_go.decisions.Decisions` for the program's
+pre-fusion graph (:attr:`Program.graph`), or explicit groups / priorities by instruction
+name. :meth:`Program.default` is XLA's own compile, the reference every lowering is
+checked and timed against (:func:`hlo_go.xla.measure`).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from hlo_go.decisions import DEFAULT_LIMITS, Decisions, FusionLimits, fusion_group_names
+from hlo_go.graph import OpGraph, build_graph
+from hlo_go.hlo import HloModule, load_hlo, parse_hlo
+from hlo_go.xla._jaxlib import compile_hlo_text, executable_hlo_text
+from hlo_go.xla.fusion import FusionError, apply_fusion, unwrap_fusions, wrap_named
+from hlo_go.xla.hooks import WRAPPED_COMPILER_OPTIONS, capture_prefusion_with
+from hlo_go.xla.inputs import has_abstract_leaves, random_arguments, random_inputs
+from hlo_go.xla.schedule import compile_hooked
+
+# The cluster baselines and the search decide for: one calibrated core of this host.
+HOST_CLUSTER = "host-cpu-1"
+# The method name of simulated annealing over the simulator, then lowered.
+SEARCHED = "searched"
+# Standard deviation of random float inputs (small, so deep training steps stay finite).
+RANDOM_SCALE = 0.1
+
+Source = Callable[..., Any] | jax.stages.Lowered | HloModule | str | os.PathLike
+FusionSpec = str | Decisions | HloModule | Sequence[Sequence[str]] | None
+ScheduleSpec = str | Decisions | Mapping[str, float] | None
+
+
+class LoweringError(ValueError):
+    """Decisions that cannot be lowered: an unknown method, decisions for another graph, a
+    source that cannot be compiled; the message names what and where."""
+
+
+class Executable:
+    """A compiled program: call it like the function it came from.
+
+    Attributes:
+      compiled: what XLA returned (a ``jax.stages.Compiled`` or a loaded executable).
+      label: what was lowered (e.g. ``"fusion=xla-cpu-like, schedule=critical-path"``).
+      module: the module swapped in before scheduling (None: XLA's own).
+      groups: the fusion groups applied (pre-fusion instruction names).
+      order: the entry order imposed after scheduling (None: XLA's).
+    """
+
+    def __init__(
+        self,
+        compiled: Any,
+        call: Callable[..., Any],
+        *,
+        label: str,
+        module: HloModule | None = None,
+        groups: Sequence[Sequence[str]] = (),
+        order: list[str] | None = None,
+    ) -> None:
+        self.compiled = compiled
+        self._call = call
+        self.label = label
+        self.module = module
+        self.groups = [list(g) for g in groups]
+        self.order = order
+
+    def __call__(self, *args: Any) -> Any:
+        """Runs the executable and blocks until its outputs are ready."""
+        return jax.block_until_ready(self._call(*args))
+
+    def as_text(self) -> str:
+        """The compiled (optimized, scheduled) HLO module's text."""
+        if hasattr(self.compiled, "as_text"):
+            return self.compiled.as_text()
+        return executable_hlo_text(self.compiled)
+
+    @functools.cached_property
+    def optimized(self) -> HloModule:
+        """The compiled module, parsed."""
+        return parse_hlo(self.as_text(), filename=f"<compiled {self.label}>")
+
+    @property
+    def entry_order(self) -> list[str]:
+        """Entry instruction names in the order the executable runs them."""
+        return [i.name for i in self.optimized.entry.instructions]
+
+    @property
+    def num_fusions(self) -> int:
+        """Fusion instructions in the compiled entry computation."""
+        return sum(1 for i in self.optimized.entry.instructions if i.opcode == "fusion")
+
+    def __repr__(self) -> str:
+        return f"Executable({self.label!r})"
+
+
+def compile_hlo(
+    text: str,
+    devices: Sequence[Any] | None = None,
+    *,
+    compiler_options: Mapping[str, Any] | None = None,
+) -> Executable:
+    """Compiles HLO text with XLA's full pipeline: HLO → StableHLO → executable.
+
+    Args:
+      text: an HLO module (unoptimized, pre-fusion or optimized; one partition).
+      devices: the device to compile for, as a one-element sequence (default: the
+        first CPU device). Placement over several devices is
+        :func:`hlo_go.xla.compile_placed`'s job.
+      compiler_options: XLA debug options, e.g. ``{"xla_disable_hlo_passes": "fusion"}``.
+
+    Returns:
+      An :class:`Executable` taking one array per entry parameter and returning the
+      list of outputs (a tuple result flattened).
+
+    Raises:
+      ValueError: XLA rejected the text, or more than one device was given.
+    """
+    if devices is not None and len(devices) != 1:
+        raise ValueError(
+            f"compile_hlo compiles for one device, got {len(devices)}; run a placement "
+            "over several with hlo_go.xla.compile_placed"
+        )
+    device = devices[0] if devices else None
+    loaded = compile_hlo_text(text, device=device, compiler_options=dict(compiler_options or {}))
+    return Executable(loaded, _loaded_call(loaded), label="compile_hlo")
+
+
+def _loaded_call(loaded: Any) -> Callable[..., Any]:
+    target = loaded.local_devices()[0]
+
+    def call(*args: Any) -> list[Any]:
+        buffers = [a if _on(a, target) else jax.device_put(a, target) for a in args]
+        return list(loaded.execute(buffers))
+
+    return call
+
+
+def _on(value: Any, device: Any) -> bool:
+    return isinstance(value, jax.Array) and value.devices() == {device}
+
+
+class Program:
+    """One program to compile with XLA's default pipeline or with our decisions.
+
+    Build it with :func:`program`. The pre-fusion module, its graph and the decisions of
+    each method are computed once, on first use.
+
+    Attributes:
+      name: the HLO module's name (hooks into XLA's compile filter on it).
+      args: the concrete arguments (on the device), as a tuple of positional arguments.
+      source_kind: ``"function"`` or ``"hlo"``.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        compile_fn: Callable[[dict[str, Any]], Any],
+        call_of: Callable[[Any], Callable[..., Any]],
+        args: tuple[Any, ...],
+        *,
+        source_kind: str,
+        platform: str = "cpu",
+    ) -> None:
+        self.name = name
+        self._compile = compile_fn
+        self._call_of = call_of
+        self.args = args
+        self.source_kind = source_kind
+        self.platform = platform
+        self._decisions: dict[tuple[Any, ...], Decisions] = {}
+
+    def default(self) -> Executable:
+        """XLA's default compile (its own fusion and schedule): the reference."""
+        compiled = self._compile({})
+        return Executable(compiled, self._call_of(compiled), label="XLA default")
+
+    @functools.cached_property
+    def _captured(self) -> tuple[HloModule, frozenset[str]]:
+        wrapped = capture_prefusion_with(
+            self._compile,
+            self.name,
+            platform=self.platform,
+            compiler_options=WRAPPED_COMPILER_OPTIONS,
+        )
+        return unwrap_fusions(wrapped)
+
+    @property
+    def prefusion(self) -> HloModule:
+        """The module XLA would fuse: optimized, fusion pass off, before scheduling.
+
+        Captured after XLA's ``fusion-wrapper`` pass and unwrapped
+        (:func:`hlo_go.xla.unwrap_fusions`), so its layouts are those XLA:CPU emits
+        correctly; what our fusion leaves unfused is re-wrapped as XLA had it.
+        """
+        return self._captured[0]
+
+    def _wrap_rest(self, module: HloModule) -> HloModule:
+        return wrap_named(module, self._captured[1])
+
+    @functools.cached_property
+    def graph(self) -> OpGraph:
+        """The pre-fusion graph decisions are made for (node names: entry instructions)."""
+        return build_graph(self.prefusion)
+
+    @functools.cached_property
+    def output_dims(self) -> np.ndarray:
+        """Exact output-dimension keys of the graph's nodes (fusion legality)."""
+        from hlo_go.decisions import module_output_dims
+
+        return module_output_dims(self.prefusion)
+
+    def decisions(
+        self,
+        method: str,
+        *,
+        cluster: str = HOST_CLUSTER,
+        seed: int = 0,
+        budget: int | None = None,
+    ) -> Decisions:
+        """The decisions a named method takes for this program's graph.
+
+        Args:
+          method: a name of :func:`hlo_go.baselines.names` (or a ``+`` combination), or
+            :data:`SEARCHED` for simulated annealing over the simulator.
+          cluster: the cluster preset the method decides for.
+          seed: the method's random seed.
+          budget: simulator evaluations (search, ``priority-fusion``); None: the default.
+
+        Returns:
+          The decisions (cached per method, cluster, seed and budget).
+
+        Raises:
+          LoweringError: an unknown method name (the message lists the known ones).
+        """
+        key = (method, cluster, seed, budget)
+        if key not in self._decisions:
+            from hlo_go import baselines
+            from hlo_go.sim import get_cluster
+
+            target = get_cluster(cluster)
+            if method == SEARCHED:
+                result = baselines.run_search(
+                    self.graph, target, "simulated-annealing", budget=budget, seed=seed
+                )
+                self._decisions[key] = result.best
+            else:
+                try:
+                    chosen = baselines.get(method)
+                except (KeyError, ValueError) as error:
+                    raise LoweringError(
+                        f"unknown method {method!r} for {self.name!r}: {error}; or "
+                        f"{SEARCHED!r} (simulated annealing over the simulator)"
+                    ) from None
+                self._decisions[key] = chosen(self.graph, target, seed=seed, budget=budget)
+        return self._decisions[key]
+
+    def fused_module(
+        self,
+        fusion: FusionSpec,
+        *,
+        limits: FusionLimits = DEFAULT_LIMITS,
+        cluster: str = HOST_CLUSTER,
+        seed: int = 0,
+        budget: int | None = None,
+    ) -> tuple[HloModule, list[list[str]]]:
+        """The pre-fusion module fused as ``fusion`` says (see :meth:`lower`).
+
+        Returns:
+          ``(module, groups)``: the module to swap in and the groups applied.
+
+        Raises:
+          LoweringError: decisions for another graph, an unknown method.
+          FusionError: an illegal group (named).
+        """
+        if isinstance(fusion, HloModule):
+            return fusion, []
+        if fusion is None:
+            groups: list[list[str]] = []
+        elif isinstance(fusion, str | Decisions):
+            decisions = self._resolve(fusion, cluster=cluster, seed=seed, budget=budget)
+            label = fusion if isinstance(fusion, str) else "Decisions"
+            group = decisions.fusion_groups(self.graph, output_dims=self.output_dims, limits=limits)
+            groups = fusion_group_names(self.graph, group)
+            try:
+                return self._wrap_rest(apply_fusion(self.prefusion, groups)), groups
+            except FusionError as error:
+                raise FusionError(f"fusion {label!r} of {self.name!r}: {error}") from None
+        else:
+            groups = [list(g) for g in fusion]
+        return self._wrap_rest(apply_fusion(self.prefusion, groups)), groups
+
+    def priorities(
+        self,
+        schedule: ScheduleSpec,
+        module: HloModule,
+        *,
+        cluster: str = HOST_CLUSTER,
+        seed: int = 0,
+        budget: int | None = None,
+    ) -> dict[str, float] | None:
+        """Schedule priorities per entry instruction name of ``module`` (a fused module).
+
+        A fusion takes the largest priority of its members (the instructions of its fused
+        computation named like pre-fusion nodes); instructions with no priority (tuples
+        of multi-output fusions, copies XLA adds) run as soon as they are ready.
+
+        Returns:
+          Name -> priority, or None for XLA's own order.
+        """
+        if schedule is None:
+            return None
+        if isinstance(schedule, Mapping):
+            return {str(k): float(v) for k, v in schedule.items()}
+        decisions = self._resolve(schedule, cluster=cluster, seed=seed, budget=budget)
+        node = dict(zip(self.graph.names, decisions.schedule_priority.tolist(), strict=True))
+        out: dict[str, float] = {}
+        for instr in module.entry.instructions:
+            if instr.name in node:
+                out[instr.name] = node[instr.name]
+            elif instr.opcode == "fusion":
+                called = module.computations.get(instr.attributes.get("calls", "").lstrip("%"))
+                members = (
+                    [node[i.name] for i in called.instructions if i.name in node] if called else []
+                )
+                if members:
+                    out[instr.name] = max(members)
+        return out
+
+    def lower(
+        self,
+        decisions: Decisions | str | None = None,
+        *,
+        fusion: FusionSpec = None,
+        schedule: ScheduleSpec = None,
+        limits: FusionLimits = DEFAULT_LIMITS,
+        cluster: str = HOST_CLUSTER,
+        seed: int = 0,
+        budget: int | None = None,
+    ) -> Executable:
+        """Compiles the program with our fusion and schedule.
+
+        Args:
+          decisions: a :class:`~hlo_go.decisions.Decisions` or method name giving both
+            fusion and schedule (``fusion``/``schedule`` override its parts).
+          fusion: a method name (``"no-fusion"``, ``"xla-cpu-like"``, ``"fuse-all-legal"``,
+            ``"priority-fusion"``, :data:`SEARCHED`, any :func:`hlo_go.baselines.get`
+            name), a ``Decisions`` (its fusion priority), groups of pre-fusion entry
+            instruction names, or an already fused module; None: no fusion.
+          schedule: a method name (``"fifo"``, ``"critical-path"``, :data:`SEARCHED`, ...),
+            a ``Decisions`` (its schedule priority), or priorities per entry instruction
+            name of the fused module; None: XLA's own order.
+          limits: fusion grouping limits.
+          cluster: the cluster preset methods decide for.
+          seed: the methods' seed.
+          budget: simulator evaluations for a search.
+
+        Returns:
+          The :class:`Executable`.
+
+        Raises:
+          LoweringError: an unknown method, decisions for another graph.
+          FusionError: an illegal fusion group.
+          ScheduleError: priorities that give an illegal order.
+        """
+        if decisions is not None:
+            fusion = decisions if fusion is None else fusion
+            schedule = decisions if schedule is None else schedule
+        common = {"cluster": cluster, "seed": seed, "budget": budget}
+        module, groups = self.fused_module(fusion, limits=limits, **common)
+        priority = self.priorities(schedule, module, **common)
+        compiled, order = compile_hooked(
+            self._compile, self.name, module=module, priority=priority, platform=self.platform
+        )
+        label = f"fusion={_label(fusion)}, schedule={_label(schedule)}"
+        return Executable(
+            compiled,
+            self._call_of(compiled),
+            label=label,
+            module=module,
+            groups=groups,
+            order=order,
+        )
+
+    def _resolve(
+        self, spec: str | Decisions, *, cluster: str, seed: int, budget: int | None
+    ) -> Decisions:
+        if isinstance(spec, str):
+            return self.decisions(spec, cluster=cluster, seed=seed, budget=budget)
+        n = self.graph.num_nodes
+        try:
+            num_devices = int(spec.placement.max()) + 1 if n else 1
+            return spec.validate(self.graph, num_devices)
+        except ValueError as error:
+            raise LoweringError(
+                f"decisions do not fit {self.name!r}'s pre-fusion graph ({n} nodes): {error}"
+            ) from None
+
+
+def _label(spec: Any) -> str:
+    if spec is None:
+        return "none"
+    if isinstance(spec, str):
+        return spec
+    if isinstance(spec, Decisions):
+        return "decisions"
+    if isinstance(spec, HloModule):
+        return "module"
+    if isinstance(spec, Mapping):
+        return "priorities"
+    return "groups"
+
+
+def program(
+    source: Source | Program,
+    args: Sequence[Any] | None = None,
+    *,
+    seed: int = 0,
+    scale: float = RANDOM_SCALE,
+    platform: str = "cpu",
+) -> Program:
+    """A :class:`Program` from a function, a ``jax.stages.Lowered``, or an HLO module.
+
+    Args:
+      source: a jax-traceable function (with ``args``), a ``jax.stages.Lowered``, an
+        :class:`~hlo_go.hlo.HloModule`, HLO text, or a path to an HLO file.
+      args: the positional arguments. For a function they may hold
+        ``jax.ShapeDtypeStruct`` leaves, drawn at random; for a ``Lowered`` or a module,
+        None draws every entry parameter at random from its shape and dtype (integers in
+        ``[0, 4)``, safe as indices; floats N(0, ``scale``²); booleans fair).
+      seed: the random inputs' seed.
+      scale: standard deviation of random floats.
+      platform: XLA platform (``"cpu"``).
+
+    Returns:
+      The program, its arguments placed on the device.
+
+    Raises:
+      LoweringError: a function without arguments, a file that does not exist.
+    """
+    if isinstance(source, Program):
+        return source
+    if isinstance(source, HloModule | str | os.PathLike):
+        return _hlo_program(source, args, seed=seed, scale=scale, platform=platform)
+    if isinstance(source, jax.stages.Lowered):
+        lowered = source
+        if args is None:
+            args = random_arguments(
+                lowered.in_tree.unflatten(lowered.in_avals), seed=seed, scale=scale, positive=True
+            )
+            args = _as_positional(args)
+    elif callable(source):
+        if args is None:
+            raise LoweringError(
+                f"{getattr(source, '__name__', source)!r} is a function: give its args "
+                "(arrays, or jax.ShapeDtypeStruct leaves to draw at random)"
+            )
+        args = tuple(args)
+        lowered = jax.jit(source).lower(*args)
+    else:
+        raise LoweringError(f"cannot lower a {type(source).__name__}")
+    if has_abstract_leaves(args):
+        args = random_arguments(tuple(args), seed=seed, scale=scale, positive=True)
+    device = jax.devices(platform)[0]
+    placed = tuple(jax.device_put(tuple(args), device))
+    name = lowered.compiler_ir("hlo").as_hlo_module().name
+    return Program(
+        name,
+        lambda options: lowered.compile(compiler_options=options or None),
+        lambda compiled: compiled,
+        placed,
+        source_kind="function",
+        platform=platform,
+    )
+
+
+def _as_positional(tree: Any) -> tuple[Any, ...]:
+    # Lowered.in_tree is ((positional...), {keyword...}); keywords are not supported here.
+    positional, keywords = tree
+    if keywords:
+        raise LoweringError(f"keyword arguments are not supported: {sorted(keywords)}")
+    return tuple(positional)
+
+
+def _hlo_program(
+    source: HloModule | str | os.PathLike,
+    args: Sequence[Any] | None,
+    *,
+    seed: int,
+    scale: float,
+    platform: str,
+) -> Program:
+    if isinstance(source, HloModule):
+        module = source
+    elif isinstance(source, os.PathLike) or (
+        isinstance(source, str)
+        and "\n" not in source
+        and not source.lstrip().startswith("HloModule")
+    ):
+        path = Path(source)
+        if not path.exists():
+            raise LoweringError(f"no HLO file {str(path)!r}")
+        module = load_hlo(path)
+    else:
+        module = parse_hlo(source, filename="<hlo text>")
+    text = module.to_text()
+    if args is None:
+        try:
+            args = random_inputs(module, seed=seed, scale=scale, positive=True)
+        except ValueError as error:
+            raise LoweringError(f"cannot draw random inputs: {error}") from None
+    device = jax.devices(platform)[0]
+
+    def compile_fn(options: dict[str, Any]) -> Any:
+        return compile_hlo_text(text, device=device, compiler_options=dict(options))
+
+    placed = tuple(jax.device_put(a, device) for a in args)
+    return Program(
+        module.name, compile_fn, _loaded_call, placed, source_kind="hlo", platform=platform
+    )
+
+
+def lower(
+    source: Source | Program,
+    decisions: Decisions | str | None = None,
+    *,
+    args: Sequence[Any] | None = None,
+    fusion: FusionSpec = None,
+    schedule: ScheduleSpec = None,
+    limits: FusionLimits = DEFAULT_LIMITS,
+    cluster: str = HOST_CLUSTER,
+    seed: int = 0,
+    budget: int | None = None,
+) -> Executable:
+    """Compiles a function or an HLO module with our fusion and schedule decisions.
+
+    ``lower(fn, decisions, args=...)`` is ``program(fn, args).lower(decisions, ...)``
+    (:meth:`Program.lower` documents ``fusion``, ``schedule`` and the rest). Decisions
+    are for the pre-fusion graph, ``program(fn, args).graph``.
+
+    Returns:
+      The :class:`Executable`; call it with the program's arguments.
+    """
+    return program(source, args, seed=seed).lower(
+        decisions,
+        fusion=fusion,
+        schedule=schedule,
+        limits=limits,
+        cluster=cluster,
+        seed=seed,
+        budget=budget,
+    )
