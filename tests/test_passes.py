@@ -203,14 +203,14 @@ def test_passes_really_optimize(small: str, looped: str, start) -> None:
 
 
 def test_agents_find_orders_that_replay(small: str, start) -> None:
-    config = PassEnvConfig(max_steps=3)
+    config = PassEnvConfig(max_steps=3, actions=("cse", "dce", "call-inliner", "algsimp"))
     for result in (
-        random_search(start, 9, config, seed=0),
-        greedy_search(start, 60, config),
-        ppo_search(start, 6, config, PassPPOConfig(episodes_per_update=2)),
+        random_search(start, 6, config, seed=0),
+        greedy_search(start, 12, config),
+        ppo_search(start, 6, config, PassPPOConfig(hidden=8, episodes_per_update=2)),
     ):
-        assert result.op_count <= start.op_count
-        assert result.steps <= 60
+        assert result.op_count < start.op_count  # cse alone reduces this module
+        assert result.steps <= 12
         if result.episode.actions:
             assert replay(small, result.episode).op_count == result.op_count
 

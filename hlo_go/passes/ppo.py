@@ -102,7 +102,9 @@ def ppo_search(
             for _ in range(min(config.max_steps, budget - used)):
                 obs = observe(state, config)
                 logits, value = forward(params, obs[None])
-                log_probs = np.asarray(jax.nn.log_softmax(logits[0]), np.float64)
+                shifted = np.asarray(logits[0], np.float64)
+                shifted = shifted - shifted.max()
+                log_probs = shifted - np.log(np.exp(shifted).sum())
                 probs = np.exp(log_probs)
                 action = int(rng.choice(num_actions, p=probs / probs.sum()))
                 state, reward, _, _ = step(state, action, config)
