@@ -119,15 +119,22 @@ def _as_text(module: HloModule | str) -> str:
 
 def prepare(module: HloModule | str) -> str:
     """The module every episode on ``module`` starts from: XLA's normalization passes
-    (:data:`~hlo_go.passes.catalog.PREPARATION_PASSES`) applied, then round-tripped
-    through StableHLO until its text is stable."""
+    (:data:`~hlo_go.passes.catalog.PREPARATION_PASSES`) applied (the compile's own
+    StableHLO round trip included), then round-tripped through StableHLO again until
+    the module stops changing (its :func:`fingerprint`; at most 3 more times).
+
+    Raises:
+      RuntimeError: the round trip keeps changing the module.
+    """
     text = run_hlo_passes(_as_text(module), PREPARATION_PASSES)
+    digest = fingerprint(text)
     for _ in range(3):
         again = canonicalize_hlo(text)
-        if again == text:
-            break
-        text = again
-    return text
+        again_digest = fingerprint(again)
+        if again_digest == digest:
+            return text
+        text, digest = again, again_digest
+    raise RuntimeError("the HLO -> StableHLO -> HLO round trip does not reach a fixed point")
 
 
 def reset(module: HloModule | str) -> PassState:
