@@ -8,6 +8,7 @@ hlo-go corpus show NAME       one corpus graph: stages, counts, costs, top opcod
 hlo-go baseline GRAPH --cluster NAME --method NAME   placement/scheduling/fusion baselines
 hlo-go baseline --all --corpus --cluster NAME        every baseline on every corpus graph
 hlo-go passes GRAPH|FILE      search an order of XLA's HLO passes vs XLA's default order
+hlo-go measure GRAPH --fusion METHOD --schedule METHOD   lowered into XLA: step time vs XLA
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from hlo_go.hlo import HloModule, HloParseError, load_hlo, module_cost, parse_hl
 from hlo_go.passes.cli import add_passes_command
 from hlo_go.rl.cli import add_train_commands
 from hlo_go.sim.cli import add_simulate_command
+from hlo_go.xla.cli import add_measure_command
 
 
 def _human(n: float, unit: str = "") -> str:
@@ -257,6 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_baseline_command(sub)
     add_train_commands(sub)
     add_passes_command(sub)
+    add_measure_command(sub)
     corpus = sub.add_parser("corpus", help="the workload corpus: build, list, show")
     corpus_sub = corpus.add_subparsers(dest="corpus_command", required=True)
     p = corpus_sub.add_parser("build", help="regenerate stored graphs and index.json")
