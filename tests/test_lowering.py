@@ -1,0 +1,186 @@
+"""Decisions lowered into XLA's compile: structure, outputs, order, errors, measure, CLI."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from hlo_go.decisions import Decisions, fusion_group_names
+from hlo_go.xla import (
+    FusionError,
+    LoweringError,
+    ScheduleError,
+    compile_hlo,
+    hlo_hook,
+    list_schedule,
+    lower,
+    measure,
+    program,
+)
+
+
+def _f(x: jax.Array, w: jax.Array) -> tuple[jax.Array, jax.Array]:
+    h = jnp.tanh(x @ w) * 2.0 + 1.0
+    return jnp.sum(h * h, axis=-1), jnp.exp(-h) - x
+
+
+X = jnp.linspace(-1.0, 1.0, 16 * 8).reshape(16, 8)
+W = jnp.linspace(-0.5, 0.5, 8 * 8).reshape(8, 8)
+
+
+def _close(got: object, want: object) -> None:
+    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5, atol=1e-6)
+
+
+def _elementwise_fusion(prog) -> Decisions:  # type: ignore[no-untyped-def]
+    graph = prog.graph
+    opcodes = [prog.prefusion.entry.instruction(n).opcode for n in graph.names]
+    priority = np.array([0.0 if op in ("dot", "parameter") else 1.0 for op in opcodes], np.float32)
+    return Decisions.default(graph)._replace(fusion_priority=priority)
+
+
+def test_fusion_groups_become_fusions_with_identical_outputs() -> None:
+    prog = program(_f, (X, W))
+    decisions = _elementwise_fusion(prog)
+    expected = fusion_group_names(
+        prog.graph, decisions.fusion_groups(prog.graph, output_dims=prog.output_dims)
+    )
+    assert expected and max(len(g) for g in expected) > 2  # something real to fuse
+    executable = prog.lower(fusion=decisions)
+    assert executable.groups == expected
+    compiled = executable.optimized
+    fused_bodies = [
+        {i.name for i in compiled.computations[f.attributes["calls"].lstrip("%")].instructions}
+        for f in compiled.entry.instructions
+        if f.opcode == "fusion"
+    ]
+    for group in expected:  # each group is exactly one kernel of the executable
+        assert sum(set(group) <= body for body in fused_bodies) == 1, group
+    assert executable.num_fusions < len(prog.prefusion.entry.instructions)
+    _close(executable(*prog.args), jax.jit(_f)(X, W))
+
+
+def test_schedule_is_the_executable_order() -> None:
+    prog = program(_f, (X, W))
+    names = list(prog.graph.names)
+    late_first = Decisions.default(prog.graph)._replace(
+        schedule_priority=np.arange(len(names), dtype=np.float32)
+    )
+    executable = prog.lower(fusion="xla-cpu-like", schedule=late_first)
+    assert executable.order is not None
+    assert executable.entry_order == executable.order  # XLA runs the order we imposed
+    fifo = prog.lower(fusion="xla-cpu-like", schedule="fifo")
+    assert fifo.entry_order == fifo.order
+    assert executable.order != fifo.order  # the priorities changed the order
+    _close(executable(*prog.args), jax.jit(_f)(X, W))
+
+
+def test_priorities_map_to_fused_kernels_and_list_schedule() -> None:
+    prog = program(_f, (X, W))
+    decisions = prog.decisions("critical-path+xla-cpu-like")
+    module, _ = prog.fused_module(decisions)
+    priority = prog.priorities(decisions, module)
+    assert priority is not None
+    node = dict(zip(prog.graph.names, decisions.schedule_priority.tolist(), strict=True))
+    for instr in module.entry.instructions:
+        if instr.opcode == "fusion" and instr.name not in node:  # one of our fusions
+            members = module.computations[instr.attributes["calls"].lstrip("%")].instructions
+            assert priority[instr.name] == max(node[i.name] for i in members if i.name in node)
+    assert list_schedule(module.entry, priority)  # a valid order exists
+
+
+def test_measure_with_method_names_and_with_decisions() -> None:
+    named = measure(_f, (X, W), fusion="xla-cpu-like", schedule="critical-path", repeats=2)
+    assert named.correct, named.message
+    assert named.time_s and named.baseline_time_s and named.spread and named.baseline_spread
+    assert named.spread[0] <= named.time_s <= named.spread[1]
+    assert "xla-cpu-like" in named.label and named.order is not None
+    prog = program(_f, (X, W))
+    decisions = _elementwise_fusion(prog)
+    by_decisions = measure(prog, fusion=decisions, schedule=decisions, repeats=2, clock="cpu")
+    assert by_decisions.correct and by_decisions.clock == "cpu"
+    assert by_decisions.relative == pytest.approx(
+        by_decisions.time_s / by_decisions.baseline_time_s
+    )
+
+
+def test_random_inputs_for_hlo_text_a_file_and_abstract_arguments(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    text = jax.jit(_f).lower(X, W).as_text(dialect="hlo")
+    result = measure(text, fusion="fuse-all-legal", schedule="fifo", repeats=2)
+    assert result.correct, result.message
+    path = tmp_path / "f.hlo"
+    path.write_text(text)
+    prog = program(path)
+    assert prog.source_kind == "hlo" and [a.shape for a in prog.args] == [(16, 8), (8, 8)]
+    assert all(np.all(np.asarray(a) >= 0) for a in prog.args)  # |N(0, s)|: safe state
+    abstract = (
+        jax.ShapeDtypeStruct((16, 8), jnp.float32),
+        jax.ShapeDtypeStruct((8, 8), jnp.float32),
+    )
+    drawn = program(_f, abstract)
+    assert [a.shape for a in drawn.args] == [(16, 8), (8, 8)]
+    executable = lower(_f, "xla-cpu-like", args=abstract)
+    _close(executable(*drawn.args), jax.jit(_f)(*drawn.args))
+
+
+def test_compile_hlo_runs_text() -> None:
+    text = jax.jit(_f).lower(X, W).as_text(dialect="hlo")
+    executable = compile_hlo(text, jax.devices("cpu")[:1])
+    _close(executable(np.asarray(X), np.asarray(W)), jax.jit(_f)(X, W))
+    with pytest.raises(ValueError, match="one device"):
+        compile_hlo(text, [jax.devices("cpu")[0]] * 2)
+
+
+def test_illegal_decisions_get_clear_errors() -> None:
+    prog = program(_f, (X, W))
+    parameter = prog.prefusion.entry.parameters[0].name
+    tanh = next(i.name for i in prog.prefusion.entry.instructions if i.opcode == "tanh")
+    with pytest.raises(FusionError, match="cannot be fused"):
+        prog.lower(fusion=[[parameter, tanh]])
+    with pytest.raises(LoweringError, match="unknown method 'no-such-method'"):
+        prog.lower(fusion="no-such-method")
+    wrong = Decisions(np.zeros(3, np.int32), np.zeros(3, np.float32), np.ones(3, np.float32))
+    with pytest.raises(LoweringError, match="do not fit"):
+        prog.lower(fusion=wrong)
+    with pytest.raises(LoweringError, match="give its args"):
+        program(_f)
+    failed = measure(prog, fusion=[[parameter, tanh]], repeats=1)
+    assert not failed.correct and "FusionError" in failed.message and failed.time_s is None
+
+
+def test_hook_is_removed_also_on_error() -> None:
+    lowered = jax.jit(_f).lower(X, W)
+    name = lowered.compiler_ir("hlo").as_hlo_module().name
+    calls: list[str] = []
+
+    def fail(module: object) -> bytes:
+        calls.append("called")
+        raise ScheduleError("refused on purpose")
+
+    with (
+        pytest.raises(Exception, match=r"refused on purpose|callback"),
+        hlo_hook(fail, module_name=name),
+    ):
+        lowered.compile()
+    assert calls == ["called"]
+    jax.clear_caches()
+    lowered.compile()  # a real compile again: the hook must not fire
+    assert calls == ["called"]
+
+
+def test_cli_measure_smoke(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from hlo_go.cli import main
+
+    path = tmp_path / "f.hlo"
+    path.write_text(jax.jit(_f).lower(X, W).as_text(dialect="hlo"))
+    code = main(
+        ["measure", str(path), "--fusion", "xla-cpu-like", "--schedule", "critical-path",
+         "--repeats", "2"]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "XLA default" in out and "relative" in out
+    assert main(["measure", str(tmp_path / "missing.hlo")]) == 1
