@@ -289,3 +289,31 @@ ENTRY %main (p: f32[2,3]) -> f32[3,2] {
     graph = build_graph(module)
     got = run_placed(module, Decisions.default(graph), DEVICES[:1], args=[x])
     np.testing.assert_array_equal(np.asarray(got[0]), x.T)
+
+
+def _control_flow(x, key):
+    noise = jax.random.normal(key, x.shape)  # counter-based PRNG: plain ops, placeable
+
+    def body(i, carry):
+        a, b = carry
+        return jnp.sin(a) + b * 0.5, b + jnp.cos(a) * i
+
+    a, b = jax.lax.fori_loop(0, 5, body, (x + noise, x))
+    branch = jax.lax.cond(a.sum() > 0, lambda v: v * 2.0, lambda v: jnp.tanh(v), b)
+    return branch, a
+
+
+def test_loops_conditionals_and_prng_run_as_whole_units_across_devices():
+    x = np.linspace(-1, 1, 32, dtype=np.float32)
+    key = jax.random.key_data(jax.random.key(3))
+    module, graph = placed_module(_control_flow, args=(x, key))
+    ops = graph.opcode_names
+    assert "while" in ops and "conditional" in ops
+    placement = (np.arange(graph.num_nodes) % 2).astype(np.int32)[graph.colocation_group]
+    program = compile_placed(module, _decisions(placement), DEVICES[:2])
+    check_partition(program.partition)
+    for node in (ops.index("while"), ops.index("conditional")):
+        assert program.partition.segment_of[node] >= 0
+    got = program(x, key)
+    ok, message = outputs_match(got, jax.tree.leaves(jax.jit(_control_flow)(x, key)))
+    assert ok, message

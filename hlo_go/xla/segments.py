@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from hlo_go.hlo import FrozenDict, HloComputation, HloInstruction, HloModule, Shape, tuple_shape
+from hlo_go.hlo.shape import DTYPE_BITS
 from hlo_go.xla.fusion import apply_fusion
 from hlo_go.xla.mpmd import CLONED, COMPUTE, PARAMETER, Leaf, Partition, Segment, Structure
 
@@ -58,6 +59,23 @@ def expand_bitcast(
     dst_order = _major_to_minor(out)
     steps: list[HloInstruction] = []
     current, current_dims = instr.operands[0], operand_shape.dims
+    if operand_shape.dtype != out.dtype:
+        # A bitcast may also reinterpret the element type (e.g. u32 -> f32).
+        if DTYPE_BITS.get(operand_shape.dtype) != DTYPE_BITS.get(out.dtype):
+            raise ValueError(
+                f"bitcast {instr.name!r} from {operand_shape} to {out} changes the element "
+                "width; the MPMD runtime cannot express it without layouts"
+            )
+        name = fresh(f"{instr.name}.converted")
+        steps.append(
+            HloInstruction(
+                name,
+                "bitcast-convert",
+                Shape(out.dtype, operand_shape.dims, layout=operand_shape.layout),
+                (current,),
+            )
+        )
+        current = name
     if src_order != tuple(range(operand_shape.rank)):
         dims = tuple(operand_shape.dims[d] for d in src_order)
         name = fresh(f"{instr.name}.physical")
