@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from hlo_go.hlo import FrozenDict, HloComputation, HloModule
-from hlo_go.xla import capture_prefusion, measure, outputs_match
+from hlo_go.xla import capture_prefusion, measure, outputs_match, program
 
 
 def _f(x: jax.Array, w: jax.Array) -> jax.Array:
@@ -21,7 +21,7 @@ W = jnp.linspace(-0.5, 0.5, 32 * 32).reshape(32, 32)
 
 
 def test_fused_and_scheduled_variant_is_correct_and_timed() -> None:
-    module = capture_prefusion(_f, X, W)
+    module = program(_f, (X, W)).prefusion  # the module measure() fuses
     group = [
         i.name
         for i in module.entry.instructions
