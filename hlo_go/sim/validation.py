@@ -25,14 +25,13 @@ import json
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from hlo_go.decisions import (
-    CPU_EMITTER_NOT_FUSIBLE,
     Decisions,
     FusionLimits,
     fusion_group_names,
@@ -40,7 +39,6 @@ from hlo_go.decisions import (
     module_output_dims,
 )
 from hlo_go.graph import OpGraph, build_graph
-from hlo_go.hlo import FrozenDict, HloComputation, HloInstruction, HloModule
 from hlo_go.sim.calibrate import (
     Calibration,
     FusedCase,
@@ -52,6 +50,8 @@ from hlo_go.sim.calibrate import (
 from hlo_go.sim.cluster import OP_CLASSES, Cluster, Device
 from hlo_go.sim.cost_model import MATRIX_CLASSES, op_classes
 from hlo_go.sim.simulate import simulate
+from hlo_go.xla.fusion import wrap_alone
+from hlo_go.xla.timing import default_cpu, in_pinned_process
 
 
 def _log(message: str) -> None:
@@ -74,45 +74,6 @@ def concrete_arguments(abstract: Any, *, seed: int = 0) -> Any:
         return (0.1 * rng.standard_normal(spec.shape)).astype(dtype)
 
     return jax.tree.map(draw, abstract)
-
-
-def default_cpu() -> int:
-    """The core measurements are pinned to: the highest-numbered one this process may use."""
-    import os
-
-    return max(os.sched_getaffinity(0))
-
-
-def _pinned_call(cpu: int, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict) -> Any:
-    from hlo_go.xla.timing import pin_to_cpu
-
-    pin_to_cpu(cpu)
-    return fn(*args, **kwargs)
-
-
-def in_pinned_process(fn: Callable[..., Any], *args: Any, cpu: int, **kwargs: Any) -> Any:
-    """Runs ``fn(*args, **kwargs)`` in a fresh process pinned to core ``cpu``.
-
-    The child starts without JAX initialized (``spawn``), pins itself, and only then
-    creates XLA's CPU client, whose thread pools therefore have that one core. A script
-    calling this must guard its top level with ``if __name__ == "__main__":`` (the
-    child imports the main module); a child that dies raises ``BrokenProcessPool``.
-
-    Args:
-      fn: a module-level function (it is pickled by name); its result must pickle.
-      args: its positional arguments.
-      cpu: the core.
-      kwargs: its keyword arguments.
-
-    Returns:
-      What ``fn`` returned.
-    """
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-        return pool.submit(_pinned_call, cpu, fn, args, kwargs).result()
 
 
 def measure_workload(name: str, *, repeats: int = 5, clock: str = "cpu") -> Any:
@@ -251,63 +212,6 @@ def fusion_variants(
     if with_matrix:
         variants["with matrix, max 8"] = (np.ones(n, np.float32), FusionLimits(max_nodes=8))
     return variants
-
-
-def wrap_alone(module: HloModule, opcodes: frozenset[str] = CPU_EMITTER_NOT_FUSIBLE) -> HloModule:
-    """Wraps every entry instruction of the given opcodes in a fusion of its own.
-
-    XLA's CPU thunk emitter cannot emit an unfused ``scatter``; XLA's own pipeline wraps
-    it (``wrapped_scatter``, fusion kind kLoop), as this does for modules whose fusion
-    passes were replaced by ours. The simulator's cost of such a kernel is the node's.
-
-    Args:
-      module: a module (e.g. after :func:`hlo_go.xla.apply_fusion`).
-      opcodes: the opcodes to wrap.
-
-    Returns:
-      The module with those instructions replaced by one-instruction fusions.
-    """
-    entry = module.entry
-    computations = {n: c for n, c in module.computations.items() if n != entry.name}
-    new_instructions = []
-    for instr in entry.instructions:
-        if instr.opcode not in opcodes:
-            new_instructions.append(instr)
-            continue
-        comp_name = f"hlo_go_wrapped_{instr.name}"
-        operands = list(dict.fromkeys(instr.operands))
-        params = [
-            HloInstruction(
-                f"{instr.name}.param_{k}", "parameter", entry.instruction(o).shape,
-                parameter_number=k,
-            )
-            for k, o in enumerate(operands)
-        ]  # fmt: skip
-        rename = {o: p.name for o, p in zip(operands, params, strict=True)}
-        inner = instr.replace(
-            operands=tuple(rename[o] for o in instr.operands), control_predecessors=()
-        )
-        computations[comp_name] = HloComputation(comp_name, (*params, inner), inner.name)
-        new_instructions.append(
-            HloInstruction(
-                instr.name,
-                "fusion",
-                instr.shape,
-                tuple(operands),
-                FrozenDict({"kind": "kLoop", "calls": f"%{comp_name}"}),
-                control_predecessors=instr.control_predecessors,
-            )
-        )
-    computations[entry.name] = HloComputation(
-        entry.name, tuple(new_instructions), entry.root_name, entry.execution_thread
-    )
-    return HloModule(
-        module.name,
-        FrozenDict(computations),
-        entry.name,
-        module.attributes,
-        module.stack_frames,
-    )
 
 
 def kendall_tau(a: Sequence[float], b: Sequence[float]) -> float:
