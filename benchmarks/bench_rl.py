@@ -151,9 +151,12 @@ def _iteration_timing(name: str, repeats: int) -> dict[str, Any]:
     }
 
 
+def _progress_path() -> Path:
+    return Path(os.environ.get("RL_PROGRESS", RESULTS_DIR / "rl.progress.json"))
+
+
 def _save_progress(state: dict[str, Any]) -> None:
-    path = RESULTS_DIR / "rl.progress.json"
-    path.write_text(json.dumps(state, indent=1, default=float))
+    _progress_path().write_text(json.dumps(state, indent=1, default=float))
 
 
 def _plots(state: dict[str, Any], suffix: str) -> list[str]:
@@ -287,8 +290,12 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         for name in {*cfg["GRAPHS"], *cfg["HELD_OUT"], *cfg["JOINT_GRAPHS"]}
     }
 
+    phases = set(os.environ.get("RL_PHASES", "go_one,transfer,joint,timing").split(","))
+    if os.environ.get("RL_GO_ONE_FROM"):
+        state["go_one"] = json.loads(Path(os.environ["RL_GO_ONE_FROM"]).read_text())["go_one"]
+
     # -- GO-one and SA on every graph ---------------------------------------------------
-    for name in cfg["GRAPHS"]:
+    for name in cfg["GRAPHS"] if "go_one" in phases else ():
         graph = graphs[name]
         baselines = run_baselines(graph, cluster)
         top = best(baselines)
@@ -343,7 +350,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
 
     # -- leave-one-family-out: pre-train, zero-shot, fine-tune ------------------------------
     pre_config = config.replace(switch_every=20, graphs_per_batch=2)
-    for name in cfg["HELD_OUT"]:
+    for name in cfg["HELD_OUT"] if "transfer" in phases else ():
         family = _family(name)
         train_set = [(g, graphs[g]) for g in cfg["GRAPHS"] if _family(g) != family]
         pre = pretrain(
@@ -390,7 +397,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         _save_progress(state)
 
     # -- joint vs sequential ---------------------------------------------------------------
-    for name in cfg["JOINT_GRAPHS"]:
+    for name in cfg["JOINT_GRAPHS"] if "joint" in phases else ():
         graph = graphs[name]
         per_stage = max(1, steps // 3)
         fixed = None
@@ -404,7 +411,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
             fixed = res.graphs[name].best
             stage_times[task] = res.graphs[name].best_time
             seconds += res.elapsed
-        joint = state["go_one"][name]["go_one_time"]
+        joint = state["go_one"].get(name, {}).get("go_one_time", float("nan"))
         state["joint"][name] = {
             "sequential_time": stage_times["fusion"],
             "sequential_stage_times": stage_times,
@@ -418,41 +425,53 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         _save_progress(state)
 
     # -- iteration time on a 10k-node graph ----------------------------------------------
-    timing = _iteration_timing(cfg["TIMING_GRAPH"], 1 if quick else 3)
-    state["iteration"] = timing
-    _log(f"iteration on {timing['graph']}: {timing['total_median_s']:.2f} s")
-    _save_progress(state)
+    state["run_s"] = time.perf_counter() - began
+    if "timing" in phases:
+        timing = _iteration_timing(cfg["TIMING_GRAPH"], 1 if quick else 3)
+        state["iteration"] = timing
+        _log(f"iteration on {timing['graph']}: {timing['total_median_s']:.2f} s")
+        state["run_s"] = time.perf_counter() - began
+        _save_progress(state)
+    return _summarize(state, quick, time.perf_counter() - began)
 
-    go = state["go_one"]
+
+def _summarize(state: dict[str, Any], quick: bool, run_s: float) -> dict[str, Any]:
+    """Headline numbers, rows and plots from the per-phase results (missing phases: None)."""
+
+    def mean(values: list[Any]) -> float | None:
+        return float(np.mean(values)) if values else None
+
+    go = state.get("go_one", {})
+    transfer = state.get("transfer", {})
+    joint = state.get("joint", {})
+    timing = state.get("iteration", {})
     ratios = [g["convergence_ratio"] for g in go.values()]
     summary = {
-        "go_one_vs_best_baseline_mean_speedup": float(
-            np.mean([g["speedup_vs_best_baseline"] for g in go.values()])
+        "go_one_vs_best_baseline_mean_speedup": mean(
+            [g["speedup_vs_best_baseline"] for g in go.values()]
         ),
-        "go_one_beats_best_baseline_fraction": float(
-            np.mean([g["go_one_time"] < g["best_baseline_time"] * (1 - 1e-6) for g in go.values()])
+        "go_one_beats_best_baseline_fraction": mean(
+            [g["go_one_time"] < g["best_baseline_time"] * (1 - 1e-6) for g in go.values()]
         ),
-        "go_one_vs_one_device_mean_speedup": float(
-            np.mean([g["speedup_vs_one_device"] for g in go.values()])
+        "go_one_vs_one_device_mean_speedup": mean(
+            [g["speedup_vs_one_device"] for g in go.values()]
         ),
-        "go_one_vs_sa_mean_speedup": float(
-            np.mean([g["sa_final_time"] / g["go_one_time"] for g in go.values()])
+        "go_one_vs_sa_mean_speedup": mean(
+            [g["sa_final_time"] / g["go_one_time"] for g in go.values()]
         ),
-        "convergence_vs_sa_wallclock_ratio": float(np.median(ratios)),
+        "convergence_vs_sa_wallclock_ratio": float(np.median(ratios)) if ratios else None,
         "convergence_unreached": int(sum(not g["convergence_reached"] for g in go.values())),
-        "zero_shot_gap": float(np.mean([t["zero_shot_gap"] for t in state["transfer"].values()])),
-        "finetune_gap": float(np.mean([t["finetune_gap"] for t in state["transfer"].values()])),
-        "joint_vs_sequential_speedup": float(
-            np.mean([j["speedup"] for j in state["joint"].values()])
-        ),
-        "iteration_10k_s": timing["total_median_s"],
-        "iteration_10k_nodes": timing["nodes"],
-        "iteration_10k_sample_s": timing["sample_median_s"],
-        "iteration_10k_simulate_s": timing["simulate_median_s"],
-        "iteration_10k_update_s": timing["update_median_s"],
-        "run_s": time.perf_counter() - began,
+        "zero_shot_gap": mean([t["zero_shot_gap"] for t in transfer.values()]),
+        "finetune_gap": mean([t["finetune_gap"] for t in transfer.values()]),
+        "joint_vs_sequential_speedup": mean([j["speedup"] for j in joint.values()]),
+        "iteration_10k_s": timing.get("total_median_s"),
+        "iteration_10k_nodes": timing.get("nodes"),
+        "iteration_10k_sample_s": timing.get("sample_median_s"),
+        "iteration_10k_simulate_s": timing.get("simulate_median_s"),
+        "iteration_10k_update_s": timing.get("update_median_s"),
+        "run_s": run_s,
     }
-    plots = _plots(state, ".quick" if quick else "")
+    plots = _plots(state, ".quick" if quick else "") if go else []
     rows = [
         {
             "graph": name,
@@ -472,5 +491,41 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         "rows": rows,
         "plots": plots,
         "details": state,
-        "pid": os.getpid(),
     }
+
+
+def assemble(paths: list[Path]) -> dict[str, Any]:
+    """Merges progress files of phases run in separate processes (``RL_PHASES``,
+    ``RL_PROGRESS``) into one result, writes ``results/rl.json`` and returns it.
+
+    ``run_s`` is then the sum of the parts' ``run_s`` (they may have overlapped).
+    """
+    from rich.console import Console
+
+    from benchmarks._report import print_result, write_result
+
+    state: dict[str, Any] = {"go_one": {}, "transfer": {}, "joint": {}}
+    run_s = 0.0
+    for path in paths:
+        part = json.loads(Path(path).read_text())
+        for key in ("go_one", "transfer", "joint"):
+            state[key].update(part.get(key, {}))
+        if "iteration" in part:
+            state["iteration"] = part["iteration"]
+        state.setdefault("setup", part.get("setup"))
+        run_s += float(part.get("run_s", 0.0))
+    for name, j in state["joint"].items():
+        if name in state["go_one"]:
+            j["joint_time"] = state["go_one"][name]["go_one_time"]
+            j["speedup"] = j["sequential_time"] / j["joint_time"]
+    result = _summarize(state, False, run_s)
+    result["assembled_from"] = [str(p) for p in paths]
+    write_result(RESULTS_DIR / "rl.json", "rl", result, quick=False)
+    print_result(Console(), "rl", result)
+    return result
+
+
+if __name__ == "__main__":
+    import sys
+
+    assemble([Path(p) for p in sys.argv[1:]])
