@@ -17,7 +17,7 @@ import jax
 import numpy as np
 
 from hlo_go.decisions import DEFAULT_LIMITS, FusionLimits
-from hlo_go.xla.timing import Clock, time_interleaved
+from hlo_go.xla.timing import CLOCKS, Clock, time_interleaved
 
 if TYPE_CHECKING:
     from hlo_go.xla.lowering import FusionSpec, Program, ScheduleSpec, Source
@@ -180,6 +180,7 @@ def measure_many(
     limits: FusionLimits = DEFAULT_LIMITS,
     slow_factor: float | None = None,
     slow_repeats: int = 2,
+    skip_factor: float | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Measurement]:
     """:func:`measure` for several variants of one program, timed in one interleaving.
@@ -201,7 +202,10 @@ def measure_many(
       slow_factor: a variant whose checking run took more than this many times the
         default's is timed separately, interleaved with the default for only
         ``slow_repeats`` rounds (None: no such split).
-      slow_repeats: timed rounds of a slow variant.
+      slow_repeats: timed rounds of a slow variant (no warm-up: its checking run was one).
+      skip_factor: a variant whose checking run took more than this many times the
+        default's is not timed again: its checking run is its one sample, against the
+        default's checking run (None: no such skip).
       progress: called with a line per lowered variant and per timing round.
 
     Returns:
@@ -211,11 +215,13 @@ def measure_many(
     from hlo_go.xla.lowering import HOST_CLUSTER, program
 
     say = progress or (lambda _: None)
+    now = CLOCKS[clock]
     prog = program(module_or_fn, args, seed=seed)
     baseline = prog.default()
-    start = time.perf_counter()
+    baseline(*prog.args)  # warm
+    start = now()
     want = baseline(*prog.args)
-    baseline_check_s = time.perf_counter() - start
+    baseline_check_s = now() - start
     results: dict[str, Measurement] = {}
     executables: dict[str, Any] = {}
     check_s: dict[str, float] = {}
@@ -231,9 +237,9 @@ def measure_many(
                 budget=budget,
             )
             compile_s = time.perf_counter() - start
-            start = time.perf_counter()
+            start = now()
             got = executable(*prog.args)
-            check_s[name] = time.perf_counter() - start
+            check_s[name] = now() - start
         except Exception as error:  # a lowering XLA or our checks refuse: reported, not raised
             message = f"not lowered: {type(error).__name__}: {error}"
             results[name] = Measurement(False, None, None, None, None, 0, message, clock=clock)
@@ -253,6 +259,23 @@ def measure_many(
             True, None, None, None, None, 0, "", executable.order,
             clock=clock, label=executable.label, kernels=kernels, compile_s=compile_s,
         )  # fmt: skip
+    skipped = {
+        n
+        for n in executables
+        if skip_factor is not None and check_s[n] > skip_factor * baseline_check_s
+    }
+    for n in skipped:
+        results[n] = results[n]._replace(
+            time_s=check_s[n],
+            baseline_time_s=baseline_check_s,
+            spread=(check_s[n], check_s[n]),
+            baseline_spread=(baseline_check_s, baseline_check_s),
+            speedup=baseline_check_s / check_s[n],
+            repeats=1,
+            message=f"too slow to time again: one (first) run vs one of XLA's ({clock} clock)",
+        )
+        say(f"{n}: {check_s[n] / baseline_check_s:.1f}x XLA's default on one run; not timed again")
+    executables = {n: e for n, e in executables.items() if n not in skipped}
     slow = {
         n
         for n in executables
@@ -268,7 +291,7 @@ def measure_many(
         timings = time_interleaved(
             fns,
             repeats=rounds,
-            warmup=warmup if rounds == repeats else min(warmup, 1),
+            warmup=warmup if rounds == repeats else 0,
             clock=clock,
             progress=say,
         )

@@ -1,0 +1,264 @@
+"""Fusion and schedule decisions lowered into XLA's compile: measured step time vs XLA.
+
+For each corpus training step in :data:`GRAPHS` (a subset across six families that fits
+this benchmark's time on this shared 2-core host; ``--quick``: one graph), in a child
+process pinned to one core (:func:`hlo_go.xla.timing.in_pinned_process`) and timed by
+CPU time, so other processes sharing the host do not stretch the figures:
+
+* ``XLA default``: ``jax.jit``'s compile, the reference;
+* ``no-fusion``, ``xla-cpu-like``, ``fuse-all-legal``, ``priority-fusion``: the fusion
+  baselines of :mod:`hlo_go.baselines` on ``host-cpu-1``, lowered with XLA's own order;
+* ``searched``: simulated annealing over the simulator on ``host-cpu-1`` (fusion and
+  schedule, :data:`SEARCH_BUDGET` evaluations), then lowered.
+
+Every variant is run once and checked against the reference's outputs (dtype
+tolerances of :func:`hlo_go.xla.outputs_match`) before it is timed; correct variants are
+then timed interleaved with the reference (:func:`hlo_go.xla.measure_many`). A variant
+more than 3x slower than the reference on its checking run is timed separately for two
+rounds; one more than 8x slower is not run again (its checking run is its one sample,
+against the reference's). Times are relative to the reference's median in the same
+interleaving.
+
+Inputs are random (integers in [1, 4), floats |N(0, 0.1²)|). Results per graph are
+cached in ``results/lowering.partial.json`` so an interrupted run resumes; graphs not
+started within :data:`TIME_BUDGET_S` (env ``HLO_GO_LOWERING_BUDGET_S``) are skipped and
+listed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from benchmarks import RESULTS_DIR
+
+# Smallest pre-fusion entries first; six families (rnnlm, gnmt, gpt2, transformer_xl,
+# bert, resnet). Larger graphs (unrolled RNNs, Inception, AmoebaNet, WaveNet: 5k-58k
+# entry instructions) take minutes to tens of minutes per lowering to compile on this
+# host (XLA:CPU compiles each unfused kernel separately).
+GRAPHS = (
+    "rnnlm_l2_scan",
+    "gpt2_l2",
+    "transformer_xl_l2",
+    "bert_l2",
+    "resnet_26",
+    "rnnlm_l4_scan",
+    "gnmt_l2_scan",
+    "gnmt_l4_scan",
+)
+QUICK_GRAPHS = ("rnnlm_l2_scan",)
+FUSION_METHODS = ("no-fusion", "xla-cpu-like", "fuse-all-legal", "priority-fusion")
+SEARCH_BUDGET = 2000
+REPEATS = 5
+QUICK_REPEATS = 2
+PARTIAL = RESULTS_DIR / "lowering.partial.json"
+# Graphs not started within this many seconds of the run are skipped (and listed).
+TIME_BUDGET_S = float(os.environ.get("HLO_GO_LOWERING_BUDGET_S", 45 * 60))
+
+
+def _log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def measure_graph(name: str, *, repeats: int, budget: int) -> dict[str, Any]:
+    """Lowers and times every variant of one corpus graph (run it in a pinned process).
+
+    Args:
+      name: the corpus graph.
+      repeats: interleaved timing rounds.
+      budget: simulator evaluations of the search.
+
+    Returns:
+      ``{"graph", "nodes", "rows": [...]}``, one row per variant.
+    """
+    from hlo_corpus import get_workload
+    from hlo_go.xla import Variant, measure_many, program
+
+    start = time.perf_counter()
+    step, abstract = get_workload(name).make()
+    prog = program(step, abstract)
+    nodes = prog.graph.num_nodes
+    search_start = time.perf_counter()
+    prog.decisions("searched", budget=budget)
+    search_s = time.perf_counter() - search_start
+    variants = {m: Variant(m, None) for m in FUSION_METHODS}
+    variants["searched"] = Variant("searched", "searched")
+    results = measure_many(
+        prog,
+        variants,
+        repeats=repeats,
+        warmup=1,
+        clock="cpu",
+        budget=budget,
+        slow_factor=3.0,
+        slow_repeats=2,
+        skip_factor=8.0,
+        progress=lambda line: _log(f"{name}: {line}"),
+    )
+    rows = []
+    for label, m in results.items():
+        rows.append(
+            {
+                "graph": name,
+                "variant": label,
+                "correct": m.correct,
+                "relative": m.relative,
+                "relative_min": m.spread[0] / m.baseline_time_s if m.spread else None,
+                "relative_max": m.spread[1] / m.baseline_time_s if m.spread else None,
+                "time_s": m.time_s,
+                "baseline_time_s": m.baseline_time_s,
+                "baseline_min_s": m.baseline_spread[0] if m.baseline_spread else None,
+                "baseline_max_s": m.baseline_spread[1] if m.baseline_spread else None,
+                "fusions": m.kernels,
+                "repeats": m.repeats,
+                "compile_s": m.compile_s,
+                "message": m.message[:300],
+            }
+        )
+    return {
+        "graph": name,
+        "nodes": nodes,
+        "search_s": search_s,
+        "seconds": time.perf_counter() - start,
+        "rows": rows,
+    }
+
+
+def _noise(row: dict[str, Any]) -> float:
+    """Relative spread of the reference in the row's interleaving."""
+    return (row["baseline_max_s"] - row["baseline_min_s"]) / row["baseline_time_s"]
+
+
+def summarize(per_graph: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Headline numbers over the measured graphs."""
+    searched = [r for g in per_graph.values() for r in g["rows"] if r["variant"] == "searched"]
+    timed = [r for r in searched if r["correct"] and r["relative"] is not None]
+    slower = [r["graph"] for r in timed if r["relative"] > 1 + _noise(r)]
+    faster5 = [r["graph"] for r in timed if r["relative"] <= 0.95]
+    return {
+        "graphs": len(per_graph),
+        "searched_correct": f"{sum(r['correct'] for r in searched)}/{len(searched)}",
+        "searched_slower_beyond_noise": ", ".join(slower) or "none",
+        "searched_5pct_faster": f"{len(faster5)}/{len(timed)}",
+        "all_variants_correct": all(r["correct"] for g in per_graph.values() for r in g["rows"]),
+    }
+
+
+def run(*, quick: bool = False) -> dict[str, Any]:
+    """Runs the benchmark (see the module docstring); returns rows and headline numbers."""
+    from hlo_go.xla.timing import in_pinned_process
+
+    graphs = QUICK_GRAPHS if quick else GRAPHS
+    repeats = QUICK_REPEATS if quick else REPEATS
+    budget = 200 if quick else SEARCH_BUDGET
+    partial_path = PARTIAL.with_suffix(".quick.json") if quick else PARTIAL
+    per_graph: dict[str, dict[str, Any]] = {}
+    if partial_path.exists():
+        per_graph = {k: v for k, v in json.loads(partial_path.read_text()).items() if k in graphs}
+    todo = [g for g in graphs if g not in per_graph]
+    cores = sorted(os.sched_getaffinity(0))[-2:]
+    started = time.perf_counter()
+
+    def one(index: int, name: str) -> None:
+        cpu = cores[index % len(cores)]
+        _log(f"{name}: start on core {cpu}")
+        if time.perf_counter() - started > TIME_BUDGET_S:
+            _log(f"{name}: skipped (time budget of {TIME_BUDGET_S / 60:.0f} min spent)")
+            return
+        try:
+            measured = in_pinned_process(
+                measure_graph, name, repeats=repeats, budget=budget, cpu=cpu
+            )
+        except Exception as error:  # a graph that cannot be measured is reported, not fatal
+            _log(f"{name}: failed: {type(error).__name__}: {error}")
+            measured = {"graph": name, "error": f"{type(error).__name__}: {error}", "rows": []}
+        per_graph[name] = measured
+        partial_path.write_text(json.dumps(per_graph, indent=1))
+        _log(f"{name}: done in {measured.get('seconds', 0):.0f} s")
+
+    with ThreadPoolExecutor(max_workers=len(cores)) as pool:
+        list(pool.map(one, range(len(todo)), todo))
+    return result(per_graph, graphs, repeats=repeats, budget=budget)
+
+
+def result(
+    per_graph: dict[str, dict[str, Any]], graphs: tuple[str, ...], *, repeats: int, budget: int
+) -> dict[str, Any]:
+    """The benchmark's result from per-graph measurements: rows and headline numbers."""
+    rows = []
+    for name in graphs:
+        g = per_graph.get(name, {})
+        base = next((r for r in g.get("rows", []) if r["baseline_time_s"]), None)
+        if base is not None:
+            rows.append(
+                {
+                    "graph": name,
+                    "variant": "XLA default",
+                    "correct": True,
+                    "relative": 1.0,
+                    "min–max": f"{base['baseline_min_s'] / base['baseline_time_s']:.2f}–"
+                    f"{base['baseline_max_s'] / base['baseline_time_s']:.2f}",
+                    "time_s": round(base["baseline_time_s"], 4),
+                    "fusions": None,
+                    "note": "",
+                }
+            )
+        for r in g.get("rows", []):
+            rows.append(
+                {
+                    "graph": name,
+                    "variant": r["variant"],
+                    "correct": r["correct"],
+                    "relative": None if r["relative"] is None else round(r["relative"], 3),
+                    "min–max": (
+                        f"{r['relative_min']:.2f}–{r['relative_max']:.2f}"
+                        if r["relative_min"] is not None
+                        else ""
+                    ),
+                    "time_s": None if r["time_s"] is None else round(r["time_s"], 4),
+                    "fusions": r["fusions"],
+                    "note": r["message"][:80],
+                }
+            )
+        if "error" in g:
+            rows.append({"graph": name, "variant": "(failed)", "note": g["error"][:120]})
+    return {
+        **summarize({k: v for k, v in per_graph.items() if v.get("rows")}),
+        "clock": "cpu (one pinned core)",
+        "repeats": repeats,
+        "search_budget": budget,
+        "graphs_measured": ", ".join(g for g in graphs if per_graph.get(g, {}).get("rows")),
+        "graphs_skipped": ", ".join(g for g in graphs if g not in per_graph) or "none",
+        "rows": rows,
+        "per_graph": per_graph,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m benchmarks.bench_lowering --from-partial [--out FILE]``: writes the
+    result (``results/lowering.json`` by default) from the graphs measured so far, e.g.
+    after a run was stopped at a deadline."""
+    import argparse
+
+    from rich.console import Console
+
+    from benchmarks._report import print_result, write_result
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_lowering")
+    parser.add_argument("--from-partial", action="store_true", required=True)
+    parser.add_argument("--out", default=str(RESULTS_DIR / "lowering.json"))
+    args = parser.parse_args(argv)
+    per_graph = {k: v for k, v in json.loads(PARTIAL.read_text()).items() if v.get("rows")}
+    record = result(per_graph, GRAPHS, repeats=REPEATS, budget=SEARCH_BUDGET)
+    written = write_result(Path(args.out), "lowering", record, quick=False)
+    print_result(Console(), "lowering", written)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
