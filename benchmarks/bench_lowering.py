@@ -193,7 +193,10 @@ def result(
     rows = []
     for name in graphs:
         g = per_graph.get(name, {})
-        base = next((r for r in g.get("rows", []) if r["baseline_time_s"]), None)
+        base = next(
+            (r for r in g.get("rows", []) if r["baseline_time_s"] and r["repeats"] == repeats),
+            None,
+        )
         if base is not None:
             rows.append(
                 {
@@ -209,17 +212,24 @@ def result(
                 }
             )
         for r in g.get("rows", []):
+            # A variant timed apart (slow) or once (far slower) is related to the
+            # reference's median of the main interleaving, not to its own 1-2 samples.
+            ref = base["baseline_time_s"] if base is not None else None
+            own = r["relative"] is not None and r["repeats"] < repeats and ref
+            relative = r["time_s"] / ref if own else r["relative"]
+            lo, hi = (
+                (r["relative_min"], r["relative_max"])
+                if not own
+                else (r["relative_min"] * r["baseline_time_s"] / ref,
+                      r["relative_max"] * r["baseline_time_s"] / ref)
+            )  # fmt: skip
             rows.append(
                 {
                     "graph": name,
                     "variant": r["variant"],
                     "correct": r["correct"],
-                    "relative": None if r["relative"] is None else round(r["relative"], 3),
-                    "min–max": (
-                        f"{r['relative_min']:.2f}–{r['relative_max']:.2f}"
-                        if r["relative_min"] is not None
-                        else ""
-                    ),
+                    "relative": None if relative is None else round(relative, 3),
+                    "min–max": f"{lo:.2f}–{hi:.2f}" if lo is not None else "",
                     "time_s": None if r["time_s"] is None else round(r["time_s"], 4),
                     "fusions": r["fusions"],
                     "note": r["message"][:80],
