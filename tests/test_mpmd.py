@@ -167,7 +167,7 @@ def test_fused_groups_are_never_split():
 
 
 def test_corpus_graph_with_loops_split_over_three_devices():
-    module = corpus.load("gnmt_l2_scan", "prefusion")
+    module = corpus.load("rnnlm_l2_scan", "prefusion")
     graph = build_graph(module)
     n = graph.num_nodes
     position = np.empty(n, np.int64)
