@@ -17,6 +17,7 @@ import pytest
 import hlo_go.graph.features as features_module
 from hlo_go.graph import (
     FEATURE_NAMES,
+    MATRIX_KINDS,
     OPCODE_VOCAB,
     Bucket,
     OpGraph,
@@ -845,3 +846,32 @@ def test_kernel_launches_of_loops_conditionals_and_views() -> None:
     assert cond_graph.launches[cond_graph.node_index["cond"]] == 1 + 4
     # A graph built without launch counts reads as one launch per node.
     assert (graph._replace(launches=None).kernel_launches == 1).all()
+
+
+def test_matrix_kind_of_dots_convolutions_and_fusions() -> None:
+    graph = build_graph(
+        parse_hlo(
+            """HloModule m
+fused {
+  a = f32[1,8,8,4] parameter(0)
+  k = f32[3,3,4,4] parameter(1)
+  c = f32[1,8,8,4] convolution(a, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+  ROOT r = f32[1,8,8,4] negate(c)
+}
+ENTRY e {
+  x = f32[1,8,8,4] parameter(0)
+  k = f32[3,3,4,4] parameter(1)
+  dk = f32[3,3,1,4] parameter(2)
+  m = f32[8,8] parameter(3)
+  d = f32[8,8] dot(m, m), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  f = f32[1,8,8,4] fusion(x, k), kind=kOutput, calls=fused
+  g = f32[1,8,8,4] convolution(f, dk), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=4
+  ROOT t = (f32[8,8], f32[1,8,8,4]) tuple(d, g)
+}
+"""
+        ),
+        validate=True,
+    )
+    kinds = {name: int(graph.matrix_kind[graph.node_index[name]]) for name in "xdfgt"}
+    assert kinds == {"x": 0, "d": 1, "f": 2, "g": 3, "t": 0}
+    assert MATRIX_KINDS[kinds["g"]] == "grouped_convolution"

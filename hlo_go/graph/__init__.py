@@ -33,7 +33,7 @@ from hlo_go.graph.features import (
     node_features,
 )
 from hlo_go.graph.flatten import FlatEntry, flatten_entry
-from hlo_go.graph.opgraph import OpGraph
+from hlo_go.graph.opgraph import MATRIX_KINDS, OpGraph
 from hlo_go.graph.trip_count import (
     DEFAULT_TRIP_COUNT,
     TripCount,
@@ -58,6 +58,7 @@ __all__ = [
     "DTYPE_CLASSES",
     "FEATURE_NAMES",
     "FUSION_KINDS",
+    "MATRIX_KINDS",
     "NUM_FEATURES",
     "NUM_OPCODES",
     "OPCODE_VOCAB",

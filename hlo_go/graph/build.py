@@ -13,7 +13,7 @@ from hlo_go.graph.flatten import flatten_entry
 from hlo_go.graph.opgraph import OpGraph
 from hlo_go.graph.trip_count import DEFAULT_TRIP_COUNT
 from hlo_go.graph.vocab import opcode_ids
-from hlo_go.hlo import FrozenDict, HloModule, Shape
+from hlo_go.hlo import FrozenDict, HloInstruction, HloModule, Shape
 
 _FUSION_KIND_CODES = {kind: i + 1 for i, kind in enumerate(FUSION_KINDS)}
 
@@ -84,6 +84,19 @@ def _readonly(array: np.ndarray) -> np.ndarray:
     return array
 
 
+def _matrix_kind(instr: HloInstruction) -> int:
+    """``OpGraph.matrix_kind`` of one instruction (not looking inside fusions)."""
+    if instr.opcode in ("dot", "ragged-dot"):
+        return 1
+    if instr.opcode != "convolution":
+        return 0
+    groups = (
+        instr.attributes.get("feature_group_count"),
+        instr.attributes.get("batch_group_count"),
+    )
+    return 3 if any(g not in (None, "1") for g in groups) else 2
+
+
 def build_graph(
     module: HloModule,
     *,
@@ -138,6 +151,7 @@ def build_graph(
     fused_instructions = np.zeros(n, dtype=np.int32)
     trip_count = np.ones(n, dtype=np.int64)
     launches = np.zeros(n, dtype=np.int64)
+    matrix_kind = np.zeros(n, dtype=np.int8)
     trip_unknown = np.zeros(n, dtype=bool)
     branches = np.zeros(n, dtype=np.int32)
     shape_cache: dict[int, tuple[int, int, int, int, bool, int]] = {}
@@ -154,11 +168,14 @@ def build_graph(
         shape_rows[i] = row
         num_operands[i] = len(instr.operands)
         op = instr.opcode
+        matrix_kind[i] = _matrix_kind(instr)
         if op == "fusion":
             fusion_kind[i] = _FUSION_KIND_CODES.get(instr.attributes.get("kind", ""), 0)
             called = instr.called_computations
             if called and called[0] in computations:
-                fused_instructions[i] = len(computations[called[0]].instructions)
+                fused = computations[called[0]].instructions
+                fused_instructions[i] = len(fused)
+                matrix_kind[i] = max((_matrix_kind(inner) for inner in fused), default=0)
         elif op == "while":
             trips = costing.trip_count(comp, instr)
             trip_count[i] = trips.count
@@ -226,5 +243,6 @@ def build_graph(
         module_name=module.name,
         op_names=tuple(str(i.metadata.get("op_name", "")) for i in flat.instructions),
         launches=_readonly(launches),
+        matrix_kind=_readonly(matrix_kind),
     )
     return graph.validate() if validate else graph

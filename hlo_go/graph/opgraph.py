@@ -10,6 +10,9 @@ import numpy as np
 from hlo_go.graph.features import FEATURE_NAMES
 from hlo_go.graph.vocab import OPCODE_VOCAB
 
+# Values of ``OpGraph.matrix_kind``.
+MATRIX_KINDS: tuple[str, ...] = ("none", "dot", "convolution", "grouped_convolution")
+
 
 class OpGraph(NamedTuple):
     """A module's entry computation, flattened, as numpy arrays (built by ``build_graph``).
@@ -62,6 +65,10 @@ class OpGraph(NamedTuple):
         ``conditional`` 1 + its largest branch's, 1 for anything else
         (:meth:`hlo_go.graph.costs.LoopCosting.launches`); ``None`` for a graph built
         without them (:attr:`kernel_launches` then gives 1 each).
+      matrix_kind: ``int8[N]`` the matrix op a node is or holds (:data:`MATRIX_KINDS`):
+        0 none, 1 ``dot``, 2 ``convolution``, 3 grouped or depthwise ``convolution``
+        (``feature_group_count`` or ``batch_group_count`` above 1); a fusion takes the
+        largest kind in its fused computation. ``None`` for a graph built without it.
     """
 
     names: tuple[str, ...]
@@ -85,6 +92,7 @@ class OpGraph(NamedTuple):
     module_name: str = ""
     op_names: tuple[str, ...] = ()
     launches: np.ndarray | None = None
+    matrix_kind: np.ndarray | None = None
 
     @property
     def kernel_launches(self) -> np.ndarray:
@@ -192,6 +200,10 @@ def _validate(graph: OpGraph) -> None:
         _check_array(graph, field, (n,), kind)
     if graph.launches is not None and (_check_array(graph, "launches", (n,), "i8") < 0).any():
         _fail("launches are negative")
+    if graph.matrix_kind is not None:
+        kinds = _check_array(graph, "matrix_kind", (n,), "i1")
+        if ((kinds < 0) | (kinds >= len(MATRIX_KINDS))).any():
+            _fail("matrix_kind out of range")
     features = _check_array(graph, "features", (n, len(FEATURE_NAMES)), "f4")
     if not np.isfinite(features).all():
         bad = np.argwhere(~np.isfinite(features))[0]

@@ -18,12 +18,14 @@ from hlo_go.graph import DTYPE_CLASSES
 from hlo_go.hlo import FrozenDict
 
 # Operation classes the efficiencies are given per (see :func:`hlo_go.sim.op_classes`);
-# "convolution" is separate from "matrix" (dots), as their library kernels differ;
+# "convolution" is separate from "matrix" (dots), as their library kernels differ, and
+# "grouped_convolution" (grouped or depthwise: feature/batch group count > 1) from both;
 # "fused_matrix" is a dot or convolution inside a fused group of two or more nodes, which
 # may lose its library kernel (on XLA:CPU a dot in a loop fusion is emitted as plain loops).
 OP_CLASSES: tuple[str, ...] = (
     "matrix",
     "convolution",
+    "grouped_convolution",
     "elementwise",
     "reduction",
     "data_movement",
@@ -61,7 +63,8 @@ class Device:
         0 means ``peak_flops["f32"] / 4``.
       compute_efficiency: per op class (:data:`OP_CLASSES`), the fraction of peak FLOP/s
         kernels of that class achieve (missing: 1; a missing ``convolution`` or
-        ``fused_matrix`` takes ``matrix``'s value).
+        ``fused_matrix`` takes ``matrix``'s value, ``grouped_convolution``
+        ``convolution``'s).
       memory_efficiency: per op class, the fraction of memory bandwidth they achieve
         (missing: as for ``compute_efficiency``).
     """
@@ -104,10 +107,14 @@ class Device:
         out = []
         for table in (self.compute_efficiency, self.memory_efficiency):
             values = [table.get(c, 1.0) for c in OP_CLASSES]
-            for like_matrix in ("convolution", "fused_matrix"):
-                values[OP_CLASSES.index(like_matrix)] = table.get(
-                    like_matrix, table.get("matrix", 1.0)
-                )
+            # Missing: a grouped convolution as a convolution, that (and a fused matrix
+            # op) as a dot.
+            for like, fallback in (
+                ("convolution", "matrix"),
+                ("grouped_convolution", "convolution"),
+                ("fused_matrix", "matrix"),
+            ):
+                values[OP_CLASSES.index(like)] = table.get(like, values[OP_CLASSES.index(fallback)])
             out.append(np.array(values, dtype=np.float64))
         return out[0], out[1]
 

@@ -45,7 +45,11 @@ KERNEL, VIEW, HOLDER = 0, 1, 2
 MATRIX_OPCODES: frozenset[str] = frozenset({"dot", "convolution", "ragged-dot"})
 # Op classes that run on matrix units (``Device.matrix_flops``) and become ``fused_matrix``
 # inside a fused group.
-MATRIX_CLASSES: tuple[int, ...] = (OP_CLASSES.index("matrix"), OP_CLASSES.index("convolution"))
+MATRIX_CLASSES: tuple[int, ...] = tuple(
+    OP_CLASSES.index(c) for c in ("matrix", "convolution", "grouped_convolution")
+)
+# op class by ``OpGraph.matrix_kind`` (none, dot, convolution, grouped convolution).
+_MATRIX_KIND_CLASS = np.array([-1, *MATRIX_CLASSES], dtype=np.int8)
 REDUCTION_OPCODES: frozenset[str] = frozenset({
     "reduce", "reduce-window", "select-and-scatter", "reduce-precision",
 })  # fmt: skip
@@ -82,8 +86,10 @@ _FUSION_INPUT = FEATURE_NAMES.index("fusion_kinput")
 def op_classes(graph: OpGraph) -> np.ndarray:
     """The op class of every node, an index into :data:`hlo_go.sim.OP_CLASSES`.
 
-    ``matrix``: dot (and fusions of kind kOutput/kCustom, which hold dots or convolutions);
-    ``convolution``: convolution;
+    ``matrix``: dot, ``convolution``, ``grouped_convolution`` (feature or batch group
+    count above 1), nodes and fusions alike by the matrix op they hold
+    (``OpGraph.matrix_kind``; output and custom fusions count as dots for a graph
+    without it);
     ``reduction``: reduce, reduce-window, select-and-scatter (and kInput fusions);
     ``data_movement``: copies, transposes, slices, broadcasts, gathers, scatters, iota;
     ``elementwise``: elementwise ops, constants, kLoop fusions; ``other``: the rest
@@ -98,7 +104,11 @@ def op_classes(graph: OpGraph) -> np.ndarray:
     classes = _OP_CLASS[graph.opcode].copy()
     features = graph.features
     classes[features[:, _FUSION_INPUT] > 0] = OP_CLASSES.index("reduction")
-    classes[(features[:, _FUSION_MATRIX] > 0).any(axis=1)] = OP_CLASSES.index("matrix")
+    if graph.matrix_kind is None:  # a graph built without it: output/custom fusions are dots
+        classes[(features[:, _FUSION_MATRIX] > 0).any(axis=1)] = OP_CLASSES.index("matrix")
+    else:
+        kind = graph.matrix_kind
+        classes[kind > 0] = _MATRIX_KIND_CLASS[kind[kind > 0]]
     return classes
 
 

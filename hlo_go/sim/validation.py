@@ -417,16 +417,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     variant_report = {}
     for name, (graph, measured) in measured_variants.items():
-        # fused_matrix is fitted on the other graphs' variants (all of them if only one).
+        # fused_matrix is fitted on the other graphs' variants; when none of them fuses a
+        # matrix op (so they cannot inform it), on all variants, this graph's included.
         others = [
             FusedCase(g, v.group, v.measured_s)
             for other, (g, vs) in measured_variants.items()
-            if other != name or len(measured_variants) == 1
+            if other != name
             for v in vs
         ]
         device, _ = calibrate_fused_matrix(others, full.device)
+        in_sample = "fused_matrix" not in device.compute_efficiency
+        if in_sample:
+            everything = [
+                FusedCase(g, v.group, v.measured_s)
+                for g, vs in measured_variants.values()
+                for v in vs
+            ]
+            device, _ = calibrate_fused_matrix(everything, full.device)
         table, tau = variant_table(graph, measured, device)
-        variant_report[name] = {"rows": table, "kendall_tau": tau}
+        variant_report[name] = {
+            "rows": table,
+            "kendall_tau": tau,
+            "fused_matrix_in_sample": in_sample,
+        }
         print(f"\nfusion variants of {name}: Kendall tau {tau:.2f}")
         for r in table:
             print(
