@@ -126,10 +126,8 @@ def cmd_passes(args: argparse.Namespace, console: Console) -> int:
             table.add_row(
                 "XLA default order" if result.agent == "default" else f"{result.agent} (best)",
                 str(result.op_count),
-                f"{(start.op_count - result.op_count) / start.op_count:+.1%}".replace("+", "-", 1)
-                if result.op_count <= start.op_count
-                else f"+{(result.op_count - start.op_count) / start.op_count:.1%}",
-                f"{(default.op_count - result.op_count) / default.op_count:.1%} fewer",
+                f"{(result.op_count - start.op_count) / start.op_count:+.1%}",
+                f"{(result.op_count - default.op_count) / default.op_count:+.1%}",
                 "-" if check is None else ("match" if check.ok else f"DIFFER: {check.message}"),
                 " ".join(result.episode.actions),
             )
