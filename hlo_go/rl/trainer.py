@@ -466,7 +466,7 @@ def pretrain(
 
 
 def finetune(
-    checkpoint: str | Path,
+    checkpoint: str | Path | Checkpoint,
     graph: GraphLike,
     cluster: Cluster,
     *,
@@ -481,7 +481,8 @@ def finetune(
     settings are the checkpoint's unless ``config`` is given (its policy sizes must match).
 
     Args:
-      checkpoint: a checkpoint file or run directory (e.g. of :func:`pretrain`).
+      checkpoint: a checkpoint file or run directory (e.g. of :func:`pretrain`), or a
+        loaded :class:`Checkpoint` (e.g. :func:`hlo_go.load_policy`).
       graph: an OpGraph, or ``(name, OpGraph)``.
       cluster: the cluster to optimize for.
       steps: 1..50.
@@ -497,8 +498,10 @@ def finetune(
     """
     if not 1 <= steps <= MAX_FINETUNE_STEPS:
         raise ValueError(f"fine-tuning takes 1..{MAX_FINETUNE_STEPS} steps, got {steps}")
-    ckpt = load_checkpoint(checkpoint)
-    if checkpoint_path(checkpoint).resolve() == checkpoint_path(out_dir).resolve():
+    ckpt = _loaded(checkpoint)
+    if not isinstance(checkpoint, Checkpoint) and (
+        checkpoint_path(checkpoint).resolve() == checkpoint_path(out_dir).resolve()
+    ):
         raise ValueError("finetune's out_dir must differ from the checkpoint's directory")
     config = config or ckpt.config
     if config.policy != ckpt.config.policy or config.max_devices != ckpt.config.max_devices:
@@ -513,6 +516,10 @@ def finetune(
         params=ckpt.params,
         callback=callback,
     )
+
+
+def _loaded(checkpoint: str | Path | Checkpoint) -> Checkpoint:
+    return checkpoint if isinstance(checkpoint, Checkpoint) else load_checkpoint(checkpoint)
 
 
 class InferResult(NamedTuple):
@@ -536,7 +543,7 @@ class InferResult(NamedTuple):
 
 
 def infer(
-    checkpoint: str | Path,
+    checkpoint: str | Path | Checkpoint,
     graph: OpGraph,
     cluster: Cluster,
     *,
@@ -546,7 +553,8 @@ def infer(
     """Zero-shot: a checkpoint's policy decides for a graph, without any training.
 
     Args:
-      checkpoint: a checkpoint file or run directory.
+      checkpoint: a checkpoint file or run directory, or a loaded :class:`Checkpoint`
+        (e.g. :func:`hlo_go.load_policy`).
       graph: the graph.
       cluster: the cluster (at most the checkpoint's ``max_devices`` devices).
       samples: additionally draw this many samples and keep the best (0: greedy only).
@@ -556,7 +564,7 @@ def infer(
       The :class:`InferResult`.
     """
     began = time.perf_counter()
-    ckpt = load_checkpoint(checkpoint)
+    ckpt = _loaded(checkpoint)
     config = ckpt.config
     env = _make_envs([("graph", graph)], cluster, config, None)[0]
     agent = agent_for(config)

@@ -1,0 +1,72 @@
+"""Turns a training run into a shipped policy: parameters and settings, no optimizer state.
+
+::
+
+    python -m hlo_go.policies.ship RUN_DIR NAME      # writes hlo_go/policies/<file of NAME>
+
+The shipped policies were trained on this host (2 cores) with::
+
+    G="rnnlm_l2_scan gnmt_l2_scan transformer_xl_l2 gpt2_l2 bert_l2 resnet_26 wavenet_s2 rnnlm_l4_scan"
+    echo '{"prior_bias": 3.0, "eval_every": 20, "checkpoint_every": 20}' > ship.json
+    hlo-go train $G --cluster host-cpu-1 --tasks fusion,scheduling --steps 240 \\
+        --switch-every 40 --graphs-per-batch 4 --config ship.json --out runs/host_cpu
+    hlo-go train $G --cluster v100x4 --steps 240 \\
+        --switch-every 40 --graphs-per-batch 4 --config ship.json --out runs/v100x4
+    python -m hlo_go.policies.ship runs/host_cpu host-cpu
+    python -m hlo_go.policies.ship runs/v100x4 v100x4
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from hlo_go.policies import SHIPPED
+from hlo_go.rl.checkpoint import load_checkpoint, save_checkpoint
+
+
+def ship(run: str | Path, name: str, *, out_dir: str | Path | None = None) -> Path:
+    """Writes a run's final parameters as the shipped policy ``name``.
+
+    Args:
+      run: a checkpoint file or run directory.
+      name: a key of :data:`hlo_go.policies.SHIPPED`.
+      out_dir: where to write (default: the package's ``policies`` directory).
+
+    Returns:
+      The written file.
+
+    Raises:
+      KeyError: an unknown shipped name.
+    """
+    if name not in SHIPPED:
+        raise KeyError(f"unknown shipped policy {name!r}; known: {', '.join(SHIPPED)}")
+    ckpt = load_checkpoint(run)
+    target = Path(out_dir or Path(__file__).parent) / SHIPPED[name]
+    meta = {**ckpt.meta, "shipped_as": name, "trained_steps": ckpt.step}
+    return save_checkpoint(
+        target,
+        params=ckpt.params,
+        opt_state={},
+        step=ckpt.step,
+        elapsed=ckpt.elapsed,
+        best={},
+        config=ckpt.config,
+        meta=meta,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m hlo_go.policies.ship")
+    parser.add_argument("run", help="checkpoint file or run directory")
+    parser.add_argument("name", choices=sorted(SHIPPED))
+    args = parser.parse_args(argv)
+    path = ship(args.run, args.name)
+    print(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
