@@ -41,6 +41,10 @@ class TrainConfig:
     # (0: the network's own initialization, as in the paper). Not applied to parameters
     # loaded from a checkpoint.
     prior_bias: float = 0.0
+    # Which end of the fusion head the prior leans to: "all" (the highest bin: fuse every
+    # legal edge; good where launches dominate, e.g. GPUs) or "none" (bin 0: fuse nothing,
+    # the reference; good where a wrong fusion is costly, e.g. a matmul fused on a CPU).
+    prior_fusion: str = "all"
     # D_max, devices the placement head is built for (clusters of 1..D_max devices).
     max_devices: int = 8
     # Pre-training: steps before switching to the next batch of graphs (paper: 1000).
@@ -65,6 +69,8 @@ class TrainConfig:
             raise ValueError(f"samples must be >= 2 (advantages need a spread), got {self.samples}")
         if self.prior_bias < 0:
             raise ValueError(f"prior_bias must be >= 0, got {self.prior_bias}")
+        if self.prior_fusion not in ("all", "none"):
+            raise ValueError(f"prior_fusion must be 'all' or 'none', got {self.prior_fusion!r}")
         if self.checkpoint_every < 0:
             raise ValueError(f"checkpoint_every must be >= 0, got {self.checkpoint_every}")
         mb = self.ppo.minibatch_size

@@ -157,13 +157,15 @@ def agent_for(config: TrainConfig) -> GOAgent:
 
 def apply_prior(params: Any, config: TrainConfig) -> Any:
     """Fresh parameters with ``config.prior_bias`` added to the placement head's device-0
-    logit and the fusion head's highest-bin logit (see :class:`TrainConfig`)."""
+    logit and the fusion head's highest-bin logit (bin 0 with ``prior_fusion="none"``; see
+    :class:`TrainConfig`)."""
     if config.prior_bias == 0:
         return params
     bias = config.prior_bias
     heads = params["params"]
     placement = heads["heads_placement"]["logits"]["bias"]
     fusion = heads["heads_fusion"]["logits"]["bias"]
+    fusion_bin = -1 if config.prior_fusion == "all" else 0
     new_heads = {
         **heads,
         "heads_placement": {
@@ -175,7 +177,7 @@ def apply_prior(params: Any, config: TrainConfig) -> Any:
         },
         "heads_fusion": {
             **heads["heads_fusion"],
-            "logits": {**heads["heads_fusion"]["logits"], "bias": fusion.at[-1].add(bias)},
+            "logits": {**heads["heads_fusion"]["logits"], "bias": fusion.at[fusion_bin].add(bias)},
         },
     }
     return {**params, "params": new_heads}
