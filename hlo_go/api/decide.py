@@ -1,0 +1,98 @@
+"""The decisions :func:`hlo_go.jit` lowers: from a GO policy, a baseline or a search.
+
+:func:`decide` turns :attr:`Options.policy` into :class:`~hlo_go.decisions.Decisions`
+for a program's pre-fusion graph (:attr:`hlo_go.xla.Program.graph`):
+
+* a shipped policy name or a checkpoint path: the policy zero-shot
+  (:func:`hlo_go.rl.infer`, best of greedy and ``samples`` samples) or fine-tuned
+  ``budget`` PPO steps first (:func:`hlo_go.rl.finetune`);
+* ``"searched"``: simulated annealing over the simulator (``budget`` evaluations);
+* any :func:`hlo_go.baselines.get` name: that heuristic.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+from hlo_go.api.options import Options
+from hlo_go.decisions import Decisions
+from hlo_go.xla import SEARCHED, Program
+
+
+class Decided(NamedTuple):
+    """Decisions and how they were reached.
+
+    Attributes:
+      decisions: for the program's pre-fusion graph.
+      method: ``"policy <path>"``, ``"searched"`` or the baseline's name.
+      simulated_s: their simulated step time on the options' cluster, seconds.
+      seconds: wall-clock seconds deciding took.
+    """
+
+    decisions: Decisions
+    method: str
+    simulated_s: float
+    seconds: float
+
+
+def is_policy(policy: str) -> bool:
+    """Whether ``policy`` names a shipped policy or an existing checkpoint (else a
+    baseline method or ``"searched"``)."""
+    from hlo_go.policies import policy_path, shipped_names
+
+    if policy in shipped_names():
+        return True
+    try:
+        policy_path(policy)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def decide(program: Program, options: Options) -> Decided:
+    """Decisions for ``program``'s pre-fusion graph, as ``options.policy`` says.
+
+    Raises:
+      FileNotFoundError: a shipped policy whose file is missing.
+      hlo_go.xla.LoweringError: an unknown method name.
+      ValueError: decisions the graph or cluster refuse.
+    """
+    from hlo_go.sim import get_cluster, simulate
+
+    began = time.perf_counter()
+    cluster = get_cluster(options.cluster)
+    graph = program.graph
+    if is_policy(options.policy):
+        from hlo_go import rl
+        from hlo_go.policies import load_policy, policy_path
+
+        checkpoint = load_policy(options.policy)
+        method = f"policy {policy_path(options.policy).name}"
+        if options.budget:
+            with tempfile.TemporaryDirectory(prefix="hlo-go-finetune-") as out:
+                config = checkpoint.config.replace(progress=False, seed=options.seed)
+                result = rl.finetune(
+                    checkpoint, (program.name, graph), cluster, steps=options.budget,
+                    out_dir=Path(out), config=config,
+                )  # fmt: skip
+            decisions = result.graphs[program.name].best
+            method += f", fine-tuned {options.budget} steps"
+        else:
+            inferred = rl.infer(
+                checkpoint, graph, cluster, samples=options.samples, seed=options.seed
+            )
+            decisions = inferred.decisions
+            method += ", zero-shot" + (
+                f", best of {options.samples} samples" * bool(options.samples)
+            )
+    else:
+        budget = options.budget or None
+        decisions = program.decisions(
+            options.policy, cluster=options.cluster, seed=options.seed, budget=budget
+        )
+        method = options.policy if options.policy != SEARCHED else "searched (simulated annealing)"
+    simulated = float(simulate(graph, cluster, decisions).step_time)
+    return Decided(decisions, method, simulated, time.perf_counter() - began)

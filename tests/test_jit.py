@@ -1,0 +1,257 @@
+"""``@hlo_go.jit``: same outputs as ``jax.jit``, fallback on any failure, decisions cached
+on disk across processes, pytrees, static and donated arguments."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import hlo_go
+from hlo_go.api import HLO_GO, JAX_JIT, OptimizedFunction, Options
+from hlo_go.api.signature import Signature, resolve_static
+from hlo_go.xla import outputs_match
+
+# Cheap, deterministic options: a heuristic decides, outputs are checked, nothing timed.
+FAST = dict(policy="critical-path+xla-cpu-like", measure=False, repeats=3)
+
+
+def mlp_step(params, batch, lr=0.05):
+    def loss(p):
+        h = batch["x"]
+        for w, b in p[:-1]:
+            h = jnp.tanh(h @ w + b)
+        w, b = p[-1]
+        return jnp.mean((h @ w + b - batch["y"]) ** 2)
+
+    value, grads = jax.value_and_grad(loss)(params)
+    return jax.tree.map(lambda p, g: p - lr * g, params, grads), {"loss": value}
+
+
+def mlp_args(seed: int = 0):
+    keys = jax.random.split(jax.random.key(seed), 4)
+    sizes = (16, 32, 32, 4)
+    params = [
+        (jax.random.normal(k, (a, b)) * 0.3, jnp.zeros(b))
+        for k, a, b in zip(keys, sizes[:-1], sizes[1:], strict=False)
+    ]
+    batch = {
+        "x": jax.random.normal(keys[3], (8, 16)),
+        "y": jnp.ones((8, 4)),
+    }
+    return params, batch
+
+
+def assert_same(got, want):
+    ok, message = outputs_match(got, want)
+    assert ok, message
+    assert jax.tree.structure(got) == jax.tree.structure(want)
+
+
+def test_bare_decorator_matches_jax_jit_on_a_training_step(tmp_path):
+    f = hlo_go.jit(mlp_step, options=Options(cache_dir=tmp_path, **FAST))
+    assert isinstance(f, OptimizedFunction)
+    assert f.__name__ == "mlp_step"
+    params, batch = mlp_args()
+    got = f(params, batch)
+    assert_same(got, jax.jit(mlp_step)(params, batch))
+    (record,) = f.records
+    assert record.kept == HLO_GO and record.correct is True
+    assert record.method == FAST["policy"] and record.nodes and record.fusions is not None
+    # A second call with the same signature reuses the entry; a new shape adds one.
+    assert_same(f(params, batch), got)
+    assert len(f.records) == 1
+    params2, _ = mlp_args(1)
+    batch2 = {"x": jnp.ones((5, 16)), "y": jnp.zeros((5, 4))}
+    assert_same(f(params2, batch2), jax.jit(mlp_step)(params2, batch2))
+    assert len(f.records) == 2
+    assert "kept hlo-go" in f.explain() and "float32[5, 16]" in f.explain()
+
+
+def test_decorator_with_arguments_static_and_keyword(tmp_path):
+    @hlo_go.jit(
+        static_argnums=1, static_argnames="mode", options=Options(cache_dir=tmp_path, **FAST)
+    )
+    def g(x, n, *, scale, mode="tanh"):
+        act = jnp.tanh if mode == "tanh" else jnp.sin
+        for _ in range(n):
+            x = act(x * scale) + 1.0
+        return {"out": x, "sum": x.sum()}
+
+    x = jnp.linspace(-1.0, 1.0, 12).reshape(3, 4)
+    reference = jax.jit(g.fun, static_argnums=1, static_argnames="mode")
+    for n, mode in ((2, "tanh"), (3, "tanh"), (2, "sin")):
+        assert_same(g(x, n, scale=0.5, mode=mode), reference(x, n, scale=0.5, mode=mode))
+    assert len(g.records) == 3  # static values are part of the signature
+    assert all(r.correct for r in g.records)
+
+
+def test_donated_arguments_survive_checking_and_are_consumed_by_the_call(tmp_path):
+    f = hlo_go.jit(
+        lambda s, d: (s * 2.0 + d, s.sum()), donate_argnums=0,
+        options=Options(cache_dir=tmp_path, **FAST),
+    )  # fmt: skip
+    s = jnp.arange(64.0).reshape(8, 8)
+    d = jnp.ones((8, 8))
+    want = (np.arange(64.0).reshape(8, 8) * 2 + 1, np.arange(64.0).sum())
+    got = f(s, d)
+    np.testing.assert_allclose(got[0], want[0])
+    np.testing.assert_allclose(got[1], want[1])
+    assert f.records[0].correct is True
+    assert not d.is_deleted()
+    if jax.devices()[0].platform == "cpu" and s.is_deleted():  # CPU honours donation
+        with pytest.raises(RuntimeError):
+            np.asarray(s)
+
+
+def test_measured_verdict_is_never_slower_than_what_jax_jit_measured(tmp_path):
+    f = hlo_go.jit(
+        mlp_step,
+        options=Options(cache_dir=tmp_path, policy="no-fusion", repeats=5, min_gain=0.5),
+    )
+    params, batch = mlp_args()
+    assert_same(f(params, batch), jax.jit(mlp_step)(params, batch))
+    (record,) = f.records
+    assert record.jit_time_s and record.hlo_go_time_s
+    # Kept only if at least 2x faster (min_gain 0.5): otherwise jax.jit, and it says why.
+    if record.kept == HLO_GO:
+        assert record.hlo_go_time_s <= 0.5 * record.jit_time_s
+    else:
+        assert "not faster than jax.jit" in record.reason
+
+
+def test_unknown_method_falls_back_with_a_reason(tmp_path):
+    f = hlo_go.jit(mlp_step, options=Options(cache_dir=tmp_path, policy="no-such-method"))
+    params, batch = mlp_args()
+    assert_same(f(params, batch), jax.jit(mlp_step)(params, batch))
+    (record,) = f.records
+    assert record.kept == JAX_JIT
+    assert "no-such-method" in record.reason and "fell back" in record.reason
+    assert "fell back" in f.explain()
+
+
+def test_forced_lowering_failure_falls_back(tmp_path, monkeypatch):
+    from hlo_go.xla import Program
+
+    def broken(self, *args, **kwargs):
+        raise RuntimeError("forced failure for the test")
+
+    monkeypatch.setattr(Program, "lower", broken)
+    f = hlo_go.jit(mlp_step, options=Options(cache_dir=tmp_path, **FAST))
+    params, batch = mlp_args()
+    assert_same(f(params, batch), jax.jit(mlp_step)(params, batch))
+    assert f.records[0].kept == JAX_JIT
+    assert "forced failure for the test" in f.records[0].reason
+
+
+def test_outputs_that_differ_are_never_returned(tmp_path, monkeypatch):
+    jit_module = sys.modules["hlo_go.api.jit"]  # hlo_go.api.jit is also the function's name
+    monkeypatch.setattr(jit_module, "outputs_match", lambda got, want: (False, "forced"))
+    f = hlo_go.jit(mlp_step, options=Options(cache_dir=tmp_path, **FAST))
+    params, batch = mlp_args()
+    assert_same(f(params, batch), jax.jit(mlp_step)(params, batch))
+    assert f.records[0].kept == JAX_JIT and "outputs differ" in f.records[0].reason
+    # The loss is cached too: nothing is stored as ours.
+    assert not list(tmp_path.glob("*.npz"))
+
+
+def test_errors_of_the_function_are_jax_jits_own(tmp_path):
+    f = hlo_go.jit(lambda a, b: a @ b, options=Options(cache_dir=tmp_path, **FAST))
+    with pytest.raises(TypeError, match="dot_general"):
+        f(jnp.ones((2, 3)), jnp.ones((4, 5)))
+
+
+def test_under_other_transformations_jax_jit_composes(tmp_path):
+    f = hlo_go.jit(lambda x: jnp.sum(jnp.sin(x) ** 2), options=Options(cache_dir=tmp_path, **FAST))
+    x = jnp.linspace(0.0, 1.0, 8)
+    grad = jax.grad(f)(x)
+    np.testing.assert_allclose(grad, 2 * np.sin(x) * np.cos(x), rtol=1e-5)
+    assert jax.jit(f)(x) == pytest.approx(float(jnp.sum(jnp.sin(x) ** 2)))
+    assert f.records[0].kept == JAX_JIT and "transformation" in f.records[0].reason
+
+
+CHILD = textwrap.dedent(
+    """
+    import json, sys
+    import jax, jax.numpy as jnp
+    import hlo_go
+    opts = hlo_go.Options(cache_dir=sys.argv[1], policy=sys.argv[2], measure=False)
+    f = hlo_go.jit(lambda x, w: jnp.tanh(x @ w) * 2.0 + 1.0, options=opts)
+    x = jnp.arange(24.0).reshape(4, 6) / 24
+    w = jnp.ones((6, 3)) / 6
+    out = f(x, w)
+    r = f.records[0]
+    print(json.dumps({"kept": r.kept, "source": r.source, "fingerprint": r.fingerprint,
+                      "sum": float(out.sum()), "reason": r.reason}))
+    """
+)
+
+
+@pytest.mark.parametrize("policy", ["critical-path+xla-cpu-like", "no-such-method"])
+def test_decisions_are_reused_by_a_second_process(tmp_path, policy):
+    def run() -> dict:
+        done = subprocess.run(
+            [sys.executable, "-c", CHILD, str(tmp_path), policy],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    first, second = run(), run()
+    assert first["source"] == "decided"
+    if policy == "no-such-method":  # failures are not cached: decided again
+        assert second["source"] == "decided" and second["kept"] == JAX_JIT
+        return
+    assert first["kept"] == HLO_GO
+    assert second["source"] == "cache" and second["kept"] == HLO_GO
+    assert second["fingerprint"] == first["fingerprint"]
+    assert second["sum"] == pytest.approx(first["sum"], rel=1e-6)
+    assert (tmp_path / f"{first['fingerprint']}.npz").is_file()
+
+
+def test_options_are_validated():
+    with pytest.raises(ValueError, match="tasks"):
+        Options(tasks=("placement",))
+    with pytest.raises(ValueError, match="min_gain"):
+        Options(min_gain=1.5)
+    assert Options(tasks=["fusion"]).tasks == ("fusion",)
+
+
+def test_signature_keys_and_static_resolution():
+    def fn(a, b, *, c=1):
+        return a
+
+    assert resolve_static(fn, 1, None) == ((1,), ("b",))
+    assert resolve_static(fn, None, "b") == ((1,), ("b",))
+    sig = Signature(*resolve_static(fn, 1, None))
+    x = jnp.ones(3)
+    assert sig.key((x, 2), {}) == sig.key((jnp.zeros(3), 2), {})
+    assert sig.key((x, 2), {}) != sig.key((x, 3), {})
+    assert sig.key((x, 2), {}) != sig.key((jnp.ones(4), 2), {})
+    assert sig.key((x, 2), {}) != sig.key((x.astype(jnp.int32), 2), {})
+    assert sig.dynamic((x, 2), {"c": 3}) == ((x,), {"c": 3})
+    with pytest.raises(TypeError):
+        sig.key((x, [1]), {})
+
+
+def test_shipped_policies_load_and_decide(tmp_path):
+    from hlo_go.policies import SHIPPED, load_policy, policy_path
+
+    for name in SHIPPED:
+        checkpoint = load_policy(name)
+        assert checkpoint.params and checkpoint.config.max_devices >= 1
+        assert policy_path(name).stat().st_size < 4_000_000  # small enough to ship
+    assert load_policy().meta == load_policy("default").meta
+    with pytest.raises(FileNotFoundError, match="shipped policies"):
+        load_policy("no-such-policy")
+    f = hlo_go.jit(mlp_step, options=Options(cache_dir=tmp_path, measure=False))
+    params, batch = mlp_args()
+    assert_same(f(params, batch), jax.jit(mlp_step)(params, batch))
+    record = f.records[0]
+    assert record.method.startswith("policy go_host_cpu"), record
+    assert record.correct is True
