@@ -272,6 +272,14 @@ class OptimizedFunction:
         body = "\n".join(r.describe() for r in self.records)
         return f"hlo_go.jit({name}) with {self.options.policy!r}:\n{body}"
 
+    def executable_for(self, *args: Any, **kwargs: Any) -> Callable[..., Any]:
+        """What calls with these arguments' signature run (deciding first if needed):
+        ``jax.jit``'s function, or ours (a ``jax.stages.Compiled``, wrapped to drop
+        static arguments when there are any)."""
+        key = self._signature.key(args, kwargs)
+        entry = self._entries.get(key) or self._first_call(key, args, kwargs)
+        return entry.call
+
     def lower(self, *args: Any, **kwargs: Any) -> Any:
         """``jax.jit(fun).lower(...)``: the unoptimized lowering, as with ``jax.jit``."""
         return self.jitted.lower(*args, **kwargs)

@@ -13,7 +13,6 @@ from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 import jax
-import numpy as np
 
 
 def _as_tuple(value: int | str | Iterable[Any] | None) -> tuple[Any, ...]:
@@ -53,12 +52,14 @@ def resolve_static(
 
 
 def _leaf_key(leaf: Any) -> Hashable:
-    shape = getattr(leaf, "shape", None)
-    dtype = getattr(leaf, "dtype", None)
-    if shape is None or dtype is None:  # Python scalars: traced weakly typed
-        return type(leaf)
-    # The type tells concrete arrays from tracers (a call inside another transformation).
-    return (type(leaf), tuple(shape), np.dtype(dtype), bool(getattr(leaf, "weak_type", False)))
+    # jax arrays and tracers: their abstract value (shape, dtype, weak type); the type
+    # tells concrete arrays from tracers (a call inside another transformation).
+    aval = getattr(leaf, "aval", None)
+    if aval is not None:
+        return type(leaf), aval
+    if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):  # numpy arrays
+        return type(leaf), tuple(leaf.shape), leaf.dtype
+    return type(leaf)  # Python scalars and other leaves: traced by type
 
 
 class Signature:
