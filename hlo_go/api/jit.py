@@ -288,6 +288,10 @@ class OptimizedFunction:
         """Forgets this process's decisions (the disk cache stays)."""
         self._entries.clear()
 
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        # Decorating a method: bind the instance as the first argument, as jax.jit does.
+        return self if instance is None else functools.partial(self, instance)
+
     def __repr__(self) -> str:
         return f"hlo_go.jit({getattr(self.fun, '__name__', self.fun)!r}, {self.options!r})"
 
