@@ -9,6 +9,7 @@ hlo-go baseline GRAPH --cluster NAME --method NAME   placement/scheduling/fusion
 hlo-go baseline --all --corpus --cluster NAME        every baseline on every corpus graph
 hlo-go passes GRAPH|FILE      search an order of XLA's HLO passes vs XLA's default order
 hlo-go measure GRAPH --fusion METHOD --schedule METHOD   lowered into XLA: step time vs XLA
+hlo-go eval PATHS... [--policy CKPT] [--measure] [--out DIR]  baselines + GO policy per input
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from hlo_go.baselines.cli import add_baseline_command
+from hlo_go.evaluate.cli import add_eval_command
 from hlo_go.hlo import HloModule, HloParseError, load_hlo, module_cost, parse_hlo, summarize
 from hlo_go.passes.cli import add_passes_command
 from hlo_go.rl.cli import add_train_commands
@@ -260,6 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_train_commands(sub)
     add_passes_command(sub)
     add_measure_command(sub)
+    add_eval_command(sub)
     corpus = sub.add_parser("corpus", help="the workload corpus: build, list, show")
     corpus_sub = corpus.add_subparsers(dest="corpus_command", required=True)
     p = corpus_sub.add_parser("build", help="regenerate stored graphs and index.json")
