@@ -41,6 +41,11 @@ from hlo_go.api.signature import Signature, resolve_static
 from hlo_go.decisions import Decisions
 from hlo_go.xla import Program, Timing, outputs_match, time_interleaved
 
+# Measuring: a timed sample of a short function is several calls, about this long...
+SAMPLE_S = 0.01
+# ...and at most this many calls.
+MAX_CALLS_PER_SAMPLE = 200
+
 
 class _Entry(NamedTuple):
     call: Callable[..., Any]
@@ -222,8 +227,9 @@ class OptimizedFunction:
         """Times ours and jax.jit's interleaved, twice; ours is kept only if both rounds
         find it faster by ``min_gain`` (a noisy host must not make a loss look like a win).
 
-        Each round runs at least ``options.repeats`` calls of each, and more for short
-        functions: enough for ``options.min_timed_s`` of timed work (at most 500 calls).
+        Each round times ``options.repeats`` samples of each; for a short function a
+        sample is several calls in a row (about 10 ms of work, at most 200 calls), so the
+        clock's and the collector's overheads do not swamp the difference.
         """
         options = self.options
         a, k = inputs()
@@ -231,22 +237,32 @@ class OptimizedFunction:
         began = time.perf_counter()
         jax.block_until_ready(self.jitted(*a, **k))
         one_call = max(time.perf_counter() - began, 1e-7)
-        repeats = max(options.repeats, min(500, math.ceil(options.min_timed_s / one_call)))
+        calls = max(1, min(MAX_CALLS_PER_SAMPLE, math.ceil(SAMPLE_S / one_call)))
+        samples = options.repeats
 
         def one_round() -> tuple[Timing, Timing]:
-            ours = [self._signature.dynamic(*inputs()) for _ in range(repeats + 2)]
-            theirs = [inputs() for _ in range(repeats + 2)]
+            ours = [self._signature.dynamic(*inputs()) for _ in range((samples + 2) * calls)]
+            theirs = [inputs() for _ in range((samples + 2) * calls)]
 
             def run_ours() -> Any:
-                a, k = ours.pop()
-                return jax.block_until_ready(compiled(*a, **k))
+                out = None
+                for _ in range(calls):
+                    a, k = ours.pop()
+                    out = compiled(*a, **k)
+                return jax.block_until_ready(out)
 
             def run_jit() -> Any:
-                a, k = theirs.pop()
-                return jax.block_until_ready(self.jitted(*a, **k))
+                out = None
+                for _ in range(calls):
+                    a, k = theirs.pop()
+                    out = self.jitted(*a, **k)
+                return jax.block_until_ready(out)
 
-            t = time_interleaved({JAX_JIT: run_jit, HLO_GO: run_ours}, repeats=repeats, warmup=2)
-            return t[JAX_JIT], t[HLO_GO]
+            t = time_interleaved({JAX_JIT: run_jit, HLO_GO: run_ours}, repeats=samples, warmup=2)
+            return (
+                Timing(JAX_JIT, tuple(x / calls for x in t[JAX_JIT].samples)),
+                Timing(HLO_GO, tuple(x / calls for x in t[HLO_GO].samples)),
+            )
 
         def wins(jit_t: Timing, ours_t: Timing) -> bool:
             return ours_t.median <= jit_t.median * (1 - options.min_gain)
@@ -263,7 +279,7 @@ class OptimizedFunction:
             confirmed = False
         jit_s, ours_s = jit_t.median, ours_t.median
         record = base._replace(jit_time_s=jit_s, hlo_go_time_s=ours_s)
-        timed = f"{rounds} round(s) of {repeats} interleaved calls"
+        timed = f"{rounds} round(s) of {samples} interleaved samples of {calls} call(s)"
         if confirmed:
             return record._replace(
                 kept=HLO_GO,

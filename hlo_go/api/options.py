@@ -42,11 +42,9 @@ class Options:
     # Time the optimized executable against jax.jit (interleaved, medians) and keep it
     # only if it is faster; False keeps it whenever its outputs match, unmeasured.
     measure: bool = True
-    # Timed calls of each executable per measuring round (at least; see min_timed_s).
+    # Timed samples of each executable per measuring round (a sample of a short function
+    # is several calls: hlo_go.api.jit.SAMPLE_S).
     repeats: int = 15
-    # Short functions get more calls per round: enough for this many seconds of timed
-    # work per executable (at most 500 calls).
-    min_timed_s: float = 0.3
     # Keep the optimized executable only if its median is at least this fraction below
     # jax.jit's, in each of two interleaved rounds (guards against keeping noise).
     min_gain: float = 0.02
