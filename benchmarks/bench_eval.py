@@ -14,8 +14,9 @@ The files, written to a temporary directory:
   garbage, a ``.hlo.gz`` that is not gzip, a module cut in half, and an unknown opcode.
 
 :func:`~hlo_go.evaluate.evaluate` runs over the directory with the non-search
-heuristics (:func:`hlo_go.rl.compare.heuristic_names`) on ``v100x4``, without the GO
-policy (``HLO_GO_EVAL_POLICY=default`` or a checkpoint path adds it). Reported: files,
+heuristics (:func:`hlo_go.rl.compare.heuristic_names`) and the shipped GO policy
+(zero-shot; ``HLO_GO_EVAL_POLICY`` names another policy or checkpoint, ``none`` leaves it
+out) on ``v100x4``. Reported: files,
 ok rows, error rows with their reasons, crashes (inputs without a row, or an exception
 out of ``evaluate``; must be 0), whether exactly the broken files failed, total and
 per-file seconds, and the geometric-mean speedup of each heuristic over one device.
@@ -169,7 +170,8 @@ def run(*, quick: bool = False) -> dict[str, Any]:
     from hlo_go.baselines.report import speedups
     from hlo_go.evaluate import as_baseline_rows, evaluate, plot_speedups
 
-    policy = os.environ.get("HLO_GO_EVAL_POLICY") or None
+    policy = os.environ.get("HLO_GO_EVAL_POLICY", "default")
+    policy = None if policy == "none" else policy
     with tempfile.TemporaryDirectory(prefix="bench-eval-") as tmp:
         root = Path(tmp)
         kinds = write_inputs(root, quick=quick)
