@@ -11,6 +11,7 @@ file, then a rename), so processes sharing the directory never read half an entr
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 from pathlib import Path
@@ -69,8 +70,6 @@ class DecisionCache:
         """Writes ``key``'s record (and decisions) atomically."""
         self.root.mkdir(parents=True, exist_ok=True)
         if decisions is not None:
-            import io
-
             buffer = io.BytesIO()
             np.savez(buffer, **decisions._asdict())
             _write(self.root / f"{key}.npz", buffer.getvalue())

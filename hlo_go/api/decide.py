@@ -12,9 +12,7 @@ for a program's pre-fusion graph (:attr:`hlo_go.xla.Program.graph`):
 
 from __future__ import annotations
 
-import tempfile
 import time
-from pathlib import Path
 from typing import NamedTuple
 
 from hlo_go.api.options import Options
@@ -66,28 +64,20 @@ def decide(program: Program, options: Options) -> Decided:
     cluster = get_cluster(options.cluster)
     graph = program.graph
     if is_policy(options.policy):
-        from hlo_go import rl
         from hlo_go.policies import load_policy, policy_path
+        from hlo_go.rl import policy_decisions
 
-        checkpoint = load_policy(options.policy)
+        decisions, _ = policy_decisions(
+            load_policy(options.policy), program.name, graph, cluster,
+            samples=options.samples, finetune_steps=options.budget, seed=options.seed,
+        )  # fmt: skip
         method = f"policy {policy_path(options.policy).name}"
         if options.budget:
-            with tempfile.TemporaryDirectory(prefix="hlo-go-finetune-") as out:
-                config = checkpoint.config.replace(progress=False, seed=options.seed)
-                result = rl.finetune(
-                    checkpoint, (program.name, graph), cluster, steps=options.budget,
-                    out_dir=Path(out), config=config,
-                )  # fmt: skip
-            decisions = result.graphs[program.name].best
             method += f", fine-tuned {options.budget} steps"
+        elif options.samples:
+            method += f", zero-shot, best of {options.samples} samples"
         else:
-            inferred = rl.infer(
-                checkpoint, graph, cluster, samples=options.samples, seed=options.seed
-            )
-            decisions = inferred.decisions
-            method += ", zero-shot" + (
-                f", best of {options.samples} samples" * bool(options.samples)
-            )
+            method += ", zero-shot"
     else:
         budget = options.budget or None
         decisions = program.decisions(

@@ -134,32 +134,30 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     """Runs ``hlo-go eval``; returns the exit code (0, or 2 for bad input)."""
     from hlo_go.baselines.cli import load_cluster
     from hlo_go.evaluate.report import eval_table, measured_table, problems, write_outputs
-    from hlo_go.evaluate.run import evaluate, method_names, policy_label
-    from hlo_go.rl.trainer import MAX_FINETUNE_STEPS
+    from hlo_go.evaluate.run import evaluate, policy_label
 
     try:
         cluster = load_cluster(args.cluster)
-        baselines = args.baselines.split(",") if args.baselines else None
-        method_names(baselines)  # unknown names fail here, before any work
-        if not 0 <= args.finetune <= MAX_FINETUNE_STEPS:
-            raise ValueError(f"--finetune takes 1..{MAX_FINETUNE_STEPS} steps, got {args.finetune}")
         if args.samples < 0 or args.repeats < 1:
             raise ValueError("--samples must be >= 0 and --repeats >= 1")
         checkpoint, note = resolve_policy(args.policy)
         if args.finetune and checkpoint is None and args.policy is not None:
             raise ValueError("--finetune needs a policy (not --policy none)")
+        finetune = args.finetune if checkpoint is not None else 0
+        baselines = args.baselines.split(",") if args.baselines else None
+        # evaluate() checks baseline names and the fine-tuning range before any work, and
+        # turns every failure of an input into that input's row.
+        rows = evaluate(
+            args.paths, cluster=cluster, baselines=baselines, policy=checkpoint,
+            samples=args.samples, finetune_steps=finetune, measure=args.measure,
+            repeats=args.repeats, stage=args.stage, seed=args.seed, cpu=args.cpu,
+            work_dir=Path(args.out) / "finetune" if args.out and finetune else None,
+            progress=not args.quiet,
+        )  # fmt: skip
     except (KeyError, ValueError, OSError) as error:
         console.print("[red]error:[/red] ", end="")
         console.print(str(error).strip("'\""), markup=False, highlight=False)
         return 2
-    finetune = args.finetune if checkpoint is not None else 0
-    rows = evaluate(
-        args.paths, cluster=cluster, baselines=baselines, policy=checkpoint,
-        samples=args.samples, finetune_steps=finetune, measure=args.measure,
-        repeats=args.repeats, stage=args.stage, seed=args.seed, cpu=args.cpu,
-        work_dir=Path(args.out) / "finetune" if args.out and finetune else None,
-        progress=not args.quiet,
-    )  # fmt: skip
     errors = sum(r.status != "ok" for r in rows)
     title = (
         f"hlo-go eval on {cluster.name} ({cluster.num_devices} x {cluster.devices[0].name}): "

@@ -24,6 +24,7 @@ gets that cell's ``status="error"`` and reason, and a failed measurement that ce
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import re
 import tempfile
 import time
@@ -37,6 +38,7 @@ from hlo_go.decisions import Decisions
 from hlo_go.graph import OpGraph
 from hlo_go.hlo import HloParseError
 from hlo_go.rl.checkpoint import Checkpoint
+from hlo_go.rl.trainer import policy_decisions
 from hlo_go.sim import Cluster, SimResult
 
 REFERENCE = "single-device"
@@ -236,38 +238,27 @@ def method_names(baselines: Sequence[str] | None = None) -> list[str]:
     return names
 
 
+@dataclasses.dataclass(frozen=True)
 class _Evaluator:
     """The settings of one :func:`evaluate` call and the work on one input."""
 
-    def __init__(
-        self,
-        cluster: Cluster,
-        methods: list[str],
-        checkpoint: Checkpoint | None,
-        *,
-        samples: int,
-        finetune_steps: int,
-        measure: bool,
-        repeats: int,
-        stage: str,
-        seed: int,
-        work_dir: Path,
-        cpu: int | None,
-        say: Callable[[str], None],
-    ) -> None:
-        self.cluster = cluster
-        self.methods = methods
-        self.checkpoint = checkpoint
-        self.samples = samples
-        self.finetune_steps = finetune_steps
-        self.measure = measure
-        self.repeats = repeats
-        self.stage = stage
-        self.seed = seed
-        self.work_dir = work_dir
-        self.cpu = cpu
-        self.say = say
-        self.label = policy_label(samples=samples, finetune_steps=finetune_steps)
+    cluster: Cluster
+    methods: list[str]
+    checkpoint: Checkpoint | None
+    samples: int
+    finetune_steps: int
+    measure: bool
+    repeats: int
+    stage: str
+    seed: int
+    work_dir: Path
+    cpu: int | None
+    say: Callable[[str], None]
+
+    @property
+    def label(self) -> str:
+        """The policy's method name in rows (:func:`policy_label`)."""
+        return policy_label(samples=self.samples, finetune_steps=self.finetune_steps)
 
     def row(self, source: str, index: int) -> EvalRow:
         """The row of one input (``index``: its position, naming its work files)."""
@@ -408,49 +399,6 @@ class _Evaluator:
                 )
             )
         return out, nodes
-
-
-def policy_decisions(
-    checkpoint: Checkpoint,
-    name: str,
-    graph: OpGraph,
-    cluster: Cluster,
-    *,
-    samples: int = 0,
-    finetune_steps: int = 0,
-    seed: int = 0,
-    out_dir: str | Path | None = None,
-) -> tuple[Decisions, float]:
-    """The GO policy's decisions for a graph: zero-shot, or after a few fine-tuning steps.
-
-    Args:
-      checkpoint: the policy.
-      name: the graph's name (fine-tuning labels its results by it).
-      graph: the graph.
-      cluster: the cluster to decide for.
-      samples: zero-shot: also draw this many samples and keep the best
-        (:func:`hlo_go.rl.infer`).
-      finetune_steps: 1..50 to fine-tune instead (:func:`hlo_go.rl.finetune`), keeping
-        the best decisions seen.
-      seed: the samples' seed.
-      out_dir: the fine-tuning run directory (default: a temporary one).
-
-    Returns:
-      ``(decisions, seconds they took)``.
-    """
-    from hlo_go.rl.trainer import finetune, infer
-
-    if not finetune_steps:
-        found = infer(checkpoint, graph, cluster, samples=samples, seed=seed)
-        return found.decisions, found.seconds
-    with contextlib.ExitStack() as stack:
-        if out_dir is None:
-            out_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="hlo-go-finetune-"))
-        result = finetune(
-            checkpoint, (name, graph), cluster, steps=finetune_steps, out_dir=out_dir,
-            config=checkpoint.config.replace(progress=False),
-        )  # fmt: skip
-    return result.graphs[name].best, result.elapsed
 
 
 def measure_input(

@@ -6,6 +6,7 @@ Public names::
     pretrain(graphs, cluster, tasks, *, steps, out_dir)     many graphs, batches switched every N steps
     finetune(checkpoint, graph, cluster, *, steps<=50, out_dir)
     infer(checkpoint, graph, cluster) -> InferResult        zero-shot
+    policy_decisions(checkpoint, name, graph, cluster)     zero-shot or fine-tuned decisions
     TrainConfig, TrainResult, GraphResult, METRIC_COLUMNS, MAX_FINETUNE_STEPS
     GraphEnv, Scores, GOAgent, agent_for                    one graph on a cluster; the policy wired to PPO
     RewardConfig, reward, rewards, memory_ratio             -log(t / t_ref) with an OOM penalty
@@ -53,6 +54,7 @@ from hlo_go.rl.trainer import (
     agent_for,
     finetune,
     infer,
+    policy_decisions,
     pretrain,
     train_one,
 )
@@ -88,6 +90,7 @@ __all__ = [
     "memory_ratio",
     "minibatch_epochs",
     "normalize_advantages",
+    "policy_decisions",
     "ppo_loss",
     "ppo_update_step",
     "pretrain",

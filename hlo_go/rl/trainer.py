@@ -23,7 +23,9 @@ bit-for-bit (same parameters, same samples, same metrics).
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -585,6 +587,47 @@ def infer(
         env.reference_time,
         time.perf_counter() - began,
     )
+
+
+def policy_decisions(
+    checkpoint: str | Path | Checkpoint,
+    name: str,
+    graph: OpGraph,
+    cluster: Cluster,
+    *,
+    samples: int = 0,
+    finetune_steps: int = 0,
+    seed: int = 0,
+    out_dir: str | Path | None = None,
+) -> tuple[Decisions, float]:
+    """A policy's decisions for a graph: zero-shot (:func:`infer`), or the best seen while
+    fine-tuning ``finetune_steps`` steps (:func:`finetune`).
+
+    Args:
+      checkpoint: the policy (a path, or a loaded :class:`Checkpoint`).
+      name: the graph's name (fine-tuning labels its results by it).
+      graph: the graph.
+      cluster: the cluster to decide for.
+      samples: zero-shot: also draw this many samples and keep the best.
+      finetune_steps: 1..50 to fine-tune first (0: zero-shot).
+      seed: seed of the samples, or of fine-tuning.
+      out_dir: the fine-tuning run directory (default: a temporary one, removed after).
+
+    Returns:
+      ``(decisions, seconds they took)``.
+    """
+    ckpt = _loaded(checkpoint)
+    if not finetune_steps:
+        found = infer(ckpt, graph, cluster, samples=samples, seed=seed)
+        return found.decisions, found.seconds
+    with contextlib.ExitStack() as stack:
+        if out_dir is None:
+            out_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="hlo-go-finetune-"))
+        result = finetune(
+            ckpt, (name, graph), cluster, steps=finetune_steps, out_dir=out_dir,
+            config=ckpt.config.replace(progress=False, seed=seed),
+        )  # fmt: skip
+    return result.graphs[name].best, result.elapsed
 
 
 def simulate_time(graph: OpGraph, cluster: Cluster, decisions: Decisions) -> float:
