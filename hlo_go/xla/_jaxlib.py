@@ -145,3 +145,127 @@ def module_from_proto(proto: bytes) -> Any:
 def executable_hlo_text(executable: Any) -> str:
     """The optimized HLO text of a loaded executable (its first module)."""
     return xla_module_to_text(executable.hlo_modules()[0])
+
+
+# ---------------------------------------------------------------------------
+# SPMD: one module partitioned over several devices (hlo_go.xla.spmd).
+
+
+def compile_hlo_text_spmd(
+    text: str, devices: Any, *, compiler_options: dict[str, Any] | None = None
+) -> Any:
+    """Compiles HLO text with ``sharding=`` annotations through XLA's SPMD partitioner.
+
+    Same path as :func:`compile_hlo_text` (HLO → proto → StableHLO → executable): the
+    annotations become ``mhlo.sharding`` attributes in the StableHLO and reach XLA's
+    partitioner intact. The module's own ``num_partitions`` is not needed: the compile
+    options carry it. GSPMD (not Shardy) partitions: the annotations are GSPMD's.
+
+    Args:
+      text: HLO module text.
+      devices: the devices, one partition each; partition ``k`` of the shardings'
+        tile assignments runs on ``devices[k]``.
+      compiler_options: XLA debug options.
+
+    Returns:
+      A loaded executable over ``devices`` (``num_partitions=len(devices)``, one replica).
+    """
+    import jax.extend
+    import numpy as np
+
+    devices = tuple(devices)
+    module = xla_parse(text)
+    mlir = jax.extend.mlir.hlo_to_stablehlo(module.as_serialized_hlo_module_proto())
+    backend = jax.extend.backend.get_backend(devices[0].platform)
+    options = jax.extend.backend.get_compile_options(
+        num_replicas=1,
+        num_partitions=len(devices),
+        device_assignment=np.array([[d.id for d in devices]]),
+        backend=backend,
+    )
+    build = options.executable_build_options
+    build.use_spmd_partitioning = True
+    build.use_shardy_partitioner = False
+    if compiler_options:
+        options.env_option_overrides = list(compiler_options.items())
+    return backend.compile_and_load(mlir, _xla_jax.DeviceList(devices), options)
+
+
+def executable_shardings(executable: Any) -> tuple[list[str], list[str]]:
+    """The HLO sharding text of a partitioned executable's parameters and outputs.
+
+    Outputs of a tuple result are listed one per element. An unannotated parameter
+    or output reads ``{replicated}``.
+    """
+
+    def text(op_sharding: Any) -> str:
+        return (
+            "{replicated}"
+            if op_sharding is None
+            else str(_xla_hlo.HloSharding.from_proto(op_sharding))
+        )
+
+    return (
+        [text(s) for s in executable.get_parameter_shardings() or ()],
+        [text(s) for s in executable.get_output_shardings() or ()],
+    )
+
+
+def sharding_tiles(sharding: str, rank: int) -> tuple[int, ...]:
+    """How many tiles an HLO sharding cuts each of an array's ``rank`` dimensions into.
+
+    Args:
+      sharding: HLO sharding text of one array, e.g. ``"{devices=[2,1,4]<=[8]
+        last_tile_dim_replicate}"``.
+      rank: the array's rank.
+
+    Returns:
+      Tiles per dimension (all 1 for replicated and maximal shardings).
+
+    Raises:
+      ValueError: a tuple, manual, unreduced or unknown sharding, or one whose tile
+        assignment does not match ``rank``.
+    """
+    try:
+        hlo = _xla_hlo.HloSharding.from_string(sharding)
+    except Exception as e:
+        raise ValueError(f"XLA rejects the sharding {sharding!r}: {e}") from None
+    if hlo.tuple_elements():
+        raise ValueError(f"expected the sharding of one array, got a tuple sharding {sharding}")
+    if hlo.is_manual() or hlo.is_unreduced() or hlo.is_unknown():
+        raise ValueError(f"cannot split an array by the sharding {sharding}")
+    if hlo.is_replicated() or hlo.is_maximal():
+        return (1,) * rank
+    subgroups = hlo.subgroup_types()
+    if any(t != _xla_hlo.OpSharding_Type.REPLICATED for t in subgroups):
+        raise ValueError(f"cannot split an array by the sharding {sharding} (manual subgroups)")
+    dims = tuple(hlo.tile_assignment_dimensions())
+    data_dims = len(dims) - (len(subgroups) or int(hlo.replicate_on_last_tile_dim()))
+    if data_dims != rank:
+        raise ValueError(
+            f"the sharding {sharding} tiles {data_dims} dimensions, the array has {rank}"
+        )
+    return dims[:data_dims]
+
+
+def gspmd_sharding(devices: Any, sharding: str) -> Any:
+    """A ``jax.sharding.Sharding`` for HLO sharding text over ``devices`` (partition
+    ``k`` on ``devices[k]``): JAX's GSPMDSharding, which computes every device's slice
+    (``devices_indices_map``) for any tile assignment, transposed iotas included."""
+    from jax._src.sharding_impls import GSPMDSharding
+
+    return GSPMDSharding(tuple(devices), _xla_hlo.HloSharding.from_string(sharding))
+
+
+def execute_sharded(executable: Any, arrays: list[Any]) -> list[list[Any]]:
+    """Runs a partitioned executable on global ``jax.Array`` arguments.
+
+    Args:
+      executable: from :func:`compile_hlo_text_spmd`.
+      arrays: one ``jax.Array`` per parameter, its shards on the executable's devices.
+
+    Returns:
+      Per output (tuple results flattened), its per-device buffers as single-device
+      ``jax.Array``s, in the executable's device order. Dispatch is asynchronous.
+    """
+    return executable.execute_sharded(arrays).disassemble_into_single_device_arrays()

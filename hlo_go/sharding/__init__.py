@@ -1,0 +1,69 @@
+"""Automatic SPMD sharding: the fourth decision (a strategy per instruction over a mesh).
+
+Public names::
+
+    Mesh, AxisLinks, COLLECTIVES                       the mesh and collective costs
+    ShardSpec, spec_text, spec_name, reshard_collectives, reshard_cost
+    Strategy, enumerate_strategies, MAX_STRATEGIES     what one instruction can do
+    build_sharding(module, mesh, cluster) -> ShardingGraph    inline_calls
+    ShardingProblem, total_cost, validate_choice       the problem every method solves
+    simulate_sharding(sg, choice) -> ShardingResult    peak_memory, charged_collectives
+    annotate(sg, choice) -> HloModule                  measure_sharding -> ShardingMeasurement
+    methods: get(name), names(), infer_batch_size      solve_ilp, IlpResult, solve_greedy
+
+Module by concept: :mod:`~hlo_go.sharding.mesh`, :mod:`~hlo_go.sharding.spec`,
+:mod:`~hlo_go.sharding.strategies`, :mod:`~hlo_go.sharding.build`,
+:mod:`~hlo_go.sharding.problem`, :mod:`~hlo_go.sharding.simulate`,
+:mod:`~hlo_go.sharding.lower`, :mod:`~hlo_go.sharding.greedy`,
+:mod:`~hlo_go.sharding.ilp`, :mod:`~hlo_go.sharding.methods`,
+:mod:`~hlo_go.sharding.cli` (``hlo-go shard``).
+"""
+
+from hlo_go.sharding.build import ShardingGraph, build_sharding, inline_calls
+from hlo_go.sharding.greedy import solve_greedy
+from hlo_go.sharding.ilp import IlpResult, solve_ilp
+from hlo_go.sharding.lower import ShardingMeasurement, annotate, measure_sharding
+from hlo_go.sharding.mesh import COLLECTIVES, AxisLinks, Mesh
+from hlo_go.sharding.methods import get, infer_batch_size, names
+from hlo_go.sharding.problem import ShardingProblem, total_cost, validate_choice
+from hlo_go.sharding.simulate import (
+    ShardingResult,
+    charged_collectives,
+    peak_memory,
+    simulate_sharding,
+)
+from hlo_go.sharding.spec import ShardSpec, reshard_collectives, reshard_cost, spec_name, spec_text
+from hlo_go.sharding.strategies import MAX_STRATEGIES, Strategy, enumerate_strategies
+
+__all__ = [
+    "COLLECTIVES",
+    "MAX_STRATEGIES",
+    "AxisLinks",
+    "IlpResult",
+    "Mesh",
+    "ShardSpec",
+    "ShardingGraph",
+    "ShardingMeasurement",
+    "ShardingProblem",
+    "ShardingResult",
+    "Strategy",
+    "annotate",
+    "build_sharding",
+    "charged_collectives",
+    "enumerate_strategies",
+    "get",
+    "infer_batch_size",
+    "inline_calls",
+    "measure_sharding",
+    "names",
+    "peak_memory",
+    "reshard_collectives",
+    "reshard_cost",
+    "simulate_sharding",
+    "solve_greedy",
+    "solve_ilp",
+    "spec_name",
+    "spec_text",
+    "total_cost",
+    "validate_choice",
+]

@@ -1,0 +1,278 @@
+"""A fast greedy strategy selection: one pass in topological order, then coordinate descent.
+
+The pass visits nodes in order and gives each the strategy of least node cost plus
+edge cost to the neighbours already decided (ties: the lowest strategy). Memory:
+every live set starts from the memory it would need if each member took its
+smallest-memory strategy, and a node may only take a strategy whose extra memory
+fits the slack of all its live sets. The smallest-memory strategy always fits, so
+the pass ends memory-feasible whenever the all-smallest-memory choice is; when even
+that does not fit, a node with no fitting strategy takes its smallest-memory one.
+
+Coordinate descent then revisits every node in order and moves it to the strategy
+of least cost given all its neighbours, when that is strictly cheaper and either
+needs no more memory or keeps each of the node's live sets within the budget.
+Every move strictly lowers the total cost and never turns a feasible choice
+infeasible. It stops after a round without a move, or after ``max_rounds`` rounds.
+
+Both phases are sequential graph walks, compiled with numba
+(:func:`hlo_go.decisions._jit.jit`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hlo_go.decisions._jit import jit
+from hlo_go.sharding.problem import ShardingProblem, edge_cost_layout, live_set_layout
+
+
+def _csr(keys: np.ndarray, num_keys: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows grouped by key: (ptr int64[num_keys + 1], row ids int64)."""
+    ptr = np.zeros(num_keys + 1, np.int64)
+    np.cumsum(np.bincount(keys, minlength=num_keys), out=ptr[1:])
+    return ptr, np.argsort(keys, kind="stable").astype(np.int64)
+
+
+@jit
+def _strategy_costs(
+    v: int,
+    choice: np.ndarray,
+    decided: np.ndarray,
+    num_strategies: np.ndarray,
+    node_cost: np.ndarray,
+    src: np.ndarray,
+    dst: np.ndarray,
+    values: np.ndarray,
+    offset: np.ndarray,
+    in_ptr: np.ndarray,
+    in_edges: np.ndarray,
+    out_ptr: np.ndarray,
+    out_edges: np.ndarray,
+    out: np.ndarray,
+) -> None:
+    """``out[k]`` = node cost of ``v`` under ``k`` + edge costs to decided neighbours."""
+    kv = num_strategies[v]
+    for k in range(kv):
+        out[k] = node_cost[v, k]
+    for i in range(in_ptr[v], in_ptr[v + 1]):
+        e = in_edges[i]
+        u = src[e]
+        if decided[u] and u != v:
+            base = offset[e] + choice[u] * kv
+            for k in range(kv):
+                out[k] += values[base + k]
+    for i in range(out_ptr[v], out_ptr[v + 1]):
+        e = out_edges[i]
+        w = dst[e]
+        if decided[w] and w != v:
+            kw = num_strategies[w]
+            base = offset[e] + choice[w]
+            for k in range(kv):
+                out[k] += values[base + k * kw]
+        elif w == v:  # a self-loop: the diagonal
+            for k in range(kv):
+                out[k] += values[offset[e] + k * kv + k]
+
+
+@jit
+def _greedy_kernel(
+    order: np.ndarray,
+    num_strategies: np.ndarray,
+    node_cost: np.ndarray,
+    node_memory: np.ndarray,
+    src: np.ndarray,
+    dst: np.ndarray,
+    values: np.ndarray,
+    offset: np.ndarray,
+    in_ptr: np.ndarray,
+    in_edges: np.ndarray,
+    out_ptr: np.ndarray,
+    out_edges: np.ndarray,
+    live_ptr: np.ndarray,
+    live_sets: np.ndarray,
+    slack: np.ndarray,
+    budget: float,
+    max_rounds: int,
+) -> np.ndarray:
+    """The greedy pass then coordinate descent; returns int32[N] strategies."""
+    n = num_strategies.shape[0]
+    kmax = node_cost.shape[1]
+    choice = np.zeros(n, np.int32)
+    decided = np.zeros(n, np.bool_)
+    costs = np.empty(kmax, np.float64)
+    constrained = budget < np.inf
+    for i in range(n):
+        v = order[i]
+        kv = num_strategies[v]
+        _strategy_costs(
+            v,
+            choice,
+            decided,
+            num_strategies,
+            node_cost,
+            src,
+            dst,
+            values,
+            offset,
+            in_ptr,
+            in_edges,
+            out_ptr,
+            out_edges,
+            costs,
+        )
+        low = node_memory[v, 0]
+        low_k = 0
+        for k in range(1, kv):
+            m = node_memory[v, k]
+            if m < low or (m == low and costs[k] < costs[low_k]):
+                low = m
+                low_k = k
+        best = -1
+        best_cost = np.inf
+        first_fit = -1
+        for k in range(kv):
+            extra = node_memory[v, k] - low
+            fits = True
+            if constrained and extra > 0:
+                for j in range(live_ptr[v], live_ptr[v + 1]):
+                    if extra > slack[live_sets[j]]:
+                        fits = False
+                        break
+            if not fits:
+                continue
+            if first_fit < 0:
+                first_fit = k
+            if costs[k] < best_cost:
+                best_cost = costs[k]
+                best = k
+        if best < 0:
+            best = first_fit if first_fit >= 0 else low_k
+        choice[v] = best
+        decided[v] = True
+        if constrained:
+            extra = node_memory[v, best] - low
+            for j in range(live_ptr[v], live_ptr[v + 1]):
+                slack[live_sets[j]] -= extra
+
+    usage = np.zeros(slack.shape[0], np.float64)
+    if constrained:
+        for v in range(n):
+            for j in range(live_ptr[v], live_ptr[v + 1]):
+                usage[live_sets[j]] += node_memory[v, choice[v]]
+    for _ in range(max_rounds):
+        moved = False
+        for i in range(n):
+            v = order[i]
+            kv = num_strategies[v]
+            if kv == 1:
+                continue
+            _strategy_costs(
+                v,
+                choice,
+                decided,
+                num_strategies,
+                node_cost,
+                src,
+                dst,
+                values,
+                offset,
+                in_ptr,
+                in_edges,
+                out_ptr,
+                out_edges,
+                costs,
+            )
+            current = choice[v]
+            best = current
+            best_cost = costs[current]
+            for k in range(kv):
+                if not costs[k] < best_cost:
+                    continue
+                extra = node_memory[v, k] - node_memory[v, current]
+                fits = True
+                if constrained and extra > 0:
+                    for j in range(live_ptr[v], live_ptr[v + 1]):
+                        if usage[live_sets[j]] + extra > budget:
+                            fits = False
+                            break
+                if fits:
+                    best = k
+                    best_cost = costs[k]
+            if best != current:
+                if constrained:
+                    extra = node_memory[v, best] - node_memory[v, current]
+                    for j in range(live_ptr[v], live_ptr[v + 1]):
+                        usage[live_sets[j]] += extra
+                choice[v] = best
+                moved = True
+        if not moved:
+            break
+    return choice
+
+
+def solve_greedy(
+    problem: ShardingProblem, order: np.ndarray | None = None, *, max_rounds: int = 3
+) -> np.ndarray:
+    """A good, fast choice of strategies (see the module docstring for the method).
+
+    Args:
+      problem: the problem.
+      order: int[N], the order to visit nodes in, a permutation of ``0..N-1``
+        (default ``0..N-1``, topological when edges go from lower to higher ids).
+      max_rounds: at most this many rounds of coordinate descent (0: none).
+
+    Returns:
+      int32[N], one strategy per node, each in ``[0, K_v)``. It fits the memory
+      budget whenever the choice of every node's smallest-memory strategy does, and
+      coordinate descent only ever lowers its cost.
+
+    Raises:
+      ValueError: ``order`` is not a permutation of the nodes.
+    """
+    k = np.asarray(problem.num_strategies, np.int32)
+    n = len(k)
+    if order is None:
+        visit = np.arange(n, dtype=np.int64)
+    else:
+        visit = np.asarray(order, np.int64)
+        if visit.shape != (n,) or not np.array_equal(np.sort(visit), np.arange(n)):
+            raise ValueError(f"order must be a permutation of 0..{n - 1}")
+    if n == 0:
+        return np.zeros(0, np.int32)
+    layout = edge_cost_layout(problem)
+    src = np.asarray(problem.edge_src, np.int64)
+    dst = np.asarray(problem.edge_dst, np.int64)
+    in_ptr, in_edges = _csr(dst, n)
+    out_ptr, out_edges = _csr(src, n)
+    node_memory = np.ascontiguousarray(problem.node_memory, np.float64)
+    budget = float(problem.memory_budget)
+    live = live_set_layout(problem)
+    if budget < np.inf and live.num_sets:
+        kmax = int(k.max())
+        valid = np.arange(kmax)[None, :] < k[:, None]
+        lowest = np.where(valid, node_memory[:, :kmax], np.inf)
+        slack = budget - np.bincount(
+            live.member_set, weights=lowest.min(axis=1)[live.members], minlength=live.num_sets
+        )
+    else:
+        budget = np.inf
+        slack = np.zeros(live.num_sets, np.float64)
+    return _greedy_kernel(
+        visit,
+        k,
+        np.ascontiguousarray(problem.node_cost, np.float64),
+        node_memory,
+        src,
+        dst,
+        layout.values,
+        layout.offset,
+        in_ptr,
+        in_edges,
+        out_ptr,
+        out_edges,
+        live.node_ptr,
+        live.node_sets,
+        np.asarray(slack, np.float64),
+        budget,
+        int(max_rounds),
+    )
