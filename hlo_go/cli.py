@@ -10,6 +10,7 @@ hlo-go baseline --all --corpus --cluster NAME        every baseline on every cor
 hlo-go passes GRAPH|FILE      search an order of XLA's HLO passes vs XLA's default order
 hlo-go measure GRAPH --fusion METHOD --schedule METHOD   lowered into XLA: step time vs XLA
 hlo-go eval PATHS... [--policy CKPT] [--measure] [--out DIR]  baselines + GO policy per input
+hlo-go shard FILE --mesh 2x4 --method ilp|policy|dp|megatron|replicated [--measure]  SPMD shardings
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from hlo_go.evaluate.cli import add_eval_command
 from hlo_go.hlo import HloModule, HloParseError, load_hlo, module_cost, parse_hlo, summarize
 from hlo_go.passes.cli import add_passes_command
 from hlo_go.rl.cli import add_train_commands
+from hlo_go.sharding.cli import add_shard_command
 from hlo_go.sim.cli import add_simulate_command
 from hlo_go.xla.cli import add_measure_command
 
@@ -258,6 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_roundtrip)
 
     add_simulate_command(sub)
+    add_shard_command(sub)
     add_baseline_command(sub)
     add_train_commands(sub)
     add_passes_command(sub)

@@ -229,19 +229,19 @@ def solve_greedy(
     Raises:
       ValueError: ``order`` is not a permutation of the nodes.
     """
-    k = np.asarray(problem.num_strategies, np.int32)
+    k = np.ascontiguousarray(problem.num_strategies, np.int32)
     n = len(k)
     if order is None:
         visit = np.arange(n, dtype=np.int64)
     else:
-        visit = np.asarray(order, np.int64)
+        visit = np.ascontiguousarray(order, np.int64)
         if visit.shape != (n,) or not np.array_equal(np.sort(visit), np.arange(n)):
             raise ValueError(f"order must be a permutation of 0..{n - 1}")
     if n == 0:
         return np.zeros(0, np.int32)
     layout = edge_cost_layout(problem)
-    src = np.asarray(problem.edge_src, np.int64)
-    dst = np.asarray(problem.edge_dst, np.int64)
+    src = np.ascontiguousarray(problem.edge_src, np.int64)
+    dst = np.ascontiguousarray(problem.edge_dst, np.int64)
     in_ptr, in_edges = _csr(dst, n)
     out_ptr, out_edges = _csr(src, n)
     node_memory = np.ascontiguousarray(problem.node_memory, np.float64)
@@ -272,7 +272,7 @@ def solve_greedy(
         out_edges,
         live.node_ptr,
         live.node_sets,
-        np.asarray(slack, np.float64),
+        np.ascontiguousarray(slack, np.float64),
         budget,
         int(max_rounds),
     )

@@ -5,7 +5,7 @@ tiled ``sharding=`` of its chosen strategy, and, where a consumer reads an opera
 another spec than its producer writes, inserts one ``copy`` carrying the needed spec per
 producer and spec: XLA's partitioner turns that copy into exactly the reshard the
 simulator charged (and removes the copy itself). The ROOT tuple takes each output as its
-producer wrote it; other tuple-shaped instructions are replicated.
+producer wrote it; other tuple-shaped instructions (loop states) are left unannotated.
 
 :func:`measure_sharding` compiles the annotated module for ``mesh.size`` CPU devices,
 runs it on random inputs, compares every output with the unsharded module, counts the
@@ -71,7 +71,10 @@ def annotate(sg: ShardingGraph, choice: np.ndarray) -> HloModule:
         elif instr.name == root and instr.opcode == "tuple":
             sharding = _root_tuple_sharding(sg, choice, instr)
         else:
-            sharding = _replicated_text(instr.shape)
+            # Tuple-shaped values inside the program (loop states, calls' results) are
+            # left to XLA's sharding propagation: annotating them trips XLA on loops
+            # whose bodies still hold calls.
+            sharding = None
         operands = tuple(reads.get((v, j), name) for j, name in enumerate(instr.operands))
         out.append(instr.replace(operands=operands, sharding=sharding))
         out.extend(inserted.get(v, ()))

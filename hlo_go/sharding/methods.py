@@ -6,11 +6,13 @@ The learned policy is added by :mod:`hlo_go.sharding.policy` under ``"policy"``.
 
 * ``replicated``: every node whole on every device (the unsharded program, repeated).
 * ``dp``: data parallel over the whole mesh. The batch size is the leading dimension of
-  the integer inputs (token ids, labels), or else of the highest-rank input
-  (:func:`infer_batch_size`); inputs with that leading dimension are split on it over all
-  mesh axes together, and the split propagates: a node may split only over all axes at
-  once, only where its operands arrive split that way (so weights stay replicated and
-  weight gradients, contracted over the batch, are all-reduced). Greedy in program order.
+  the integer inputs (token ids, labels), or else of the inputs a ``dot`` or
+  ``convolution`` reads as left operand (:func:`infer_batch_size`); inputs with that leading dimension are split on it over all
+  mesh axes together, and the split propagates as XLA's sharding propagation would: a
+  node whose operands arrive split stays split (over all axes at once, as its operands
+  arrive), other nodes are replicated (so weights stay replicated and weight gradients,
+  contracted over the batch, are all-reduced); among the splits, the cheapest in program
+  order.
 * ``megatron``: Megatron-LM's layout on a mesh ``data x model``: inputs split on the
   batch over axis 0, each 2-D weight feeding a ``dot`` split over the last axis by columns
   if it widens (``n > k``: QKV, MLP up) and by rows otherwise (attention out, MLP down),
@@ -68,13 +70,24 @@ def ilp(sg: ShardingGraph, *, seed: int = 0, time_limit_s: float | None = None) 
 
 
 def infer_batch_size(module: HloModule) -> int | None:
-    """The batch size of a training or inference step: the most common leading dimension
-    of its integer inputs, or else the leading dimension of its highest-rank input
-    (ties: the larger input); None for a module without array inputs."""
+    """The batch size of a training or inference step, read from its inputs.
+
+    The most common leading dimension of its integer inputs (token ids, labels); else of
+    its inputs that a ``dot`` or ``convolution`` reads as left operand (activations, not
+    weights); else of its highest-rank input. None for a module without array inputs.
+    """
     params = [p for p in module.entry.parameters if p.shape.is_array and p.shape.rank >= 1]
     if not params:
         return None
     integer = [p.shape.dims[0] for p in params if p.shape.dtype[0] in "su"]
+    if not integer:
+        names = {p.name for p in params}
+        lhs = {
+            x.operands[0]
+            for _, x in module.instructions()
+            if x.opcode in ("dot", "convolution") and x.operands
+        }
+        integer = [p.shape.dims[0] for p in params if p.name in lhs and p.name in names]
     if integer:
         common = Counter(integer).most_common()
         best = max(count for _, count in common)
@@ -147,7 +160,9 @@ def data_parallel(
                     for need, u in zip(s.operands, operands, strict=True)
                 ):
                     ks.append(k)
-            ks = ks or [0]
+            # Where the batch arrives split, the node stays split (sharding propagation).
+            carried = [k for k in ks if any(need and any(need) for need in options[k].operands)]
+            ks = carried or ks or [0]
         allowed.append(ks)
         writes.append({options[k].output for k in ks})
     return _masked_greedy(sg, allowed)

@@ -119,16 +119,14 @@ def pack_edge_costs(
     if len(edge_cost) != len(src):
         raise ValueError(f"{len(edge_cost)} edge matrices for {len(src)} edges")
     rows, cols = k[src], k[dst]
-    shapes = np.array([np.shape(m) for m in edge_cost], np.int64).reshape(len(src), -1)
-    if shapes.shape[1] != 2 or not (
-        np.array_equal(shapes[:, 0], rows) and np.array_equal(shapes[:, 1], cols)
-    ):
-        bad = next(
-            e for e, m in enumerate(edge_cost) if np.shape(m) != (int(rows[e]), int(cols[e]))
-        )
+    shapes = [np.shape(m) for m in edge_cost]
+    given = np.array([s if len(s) == 2 else (-1, -1) for s in shapes], np.int64).reshape(-1, 2)
+    wrong = (given[:, 0] != rows) | (given[:, 1] != cols)
+    if np.any(wrong):
+        bad = int(np.flatnonzero(wrong)[0])
         raise ValueError(
             f"edge {bad} ({int(src[bad])} -> {int(dst[bad])}): matrix shape "
-            f"{np.shape(edge_cost[bad])}, expected ({int(rows[bad])}, {int(cols[bad])})"
+            f"{shapes[bad]}, expected ({int(rows[bad])}, {int(cols[bad])})"
         )
     sizes = rows * cols
     offset = np.zeros(len(src), np.int64)

@@ -174,6 +174,16 @@ class _Reducer:
         """Edge ``e``'s matrix with ``v``'s strategies as rows."""
         return self.mat[e] if self.ends[e][0] == v else self.mat[e].T
 
+    def restrict(self, u: int, v: int, matrix: np.ndarray) -> np.ndarray:
+        """An input edge matrix ``u`` → ``v`` restricted to the allowed strategies."""
+        m = np.asarray(matrix, np.float64)
+        rows, cols = self.strat[u], self.strat[v]
+        if len(rows) < m.shape[0]:
+            m = m[rows, :]
+        if len(cols) < m.shape[1]:
+            m = m[:, cols]
+        return m
+
     def push(self, v: int) -> None:
         if self.alive[v] and not self.queued[v]:
             self.queued[v] = True
@@ -267,7 +277,7 @@ class _Reducer:
             table[self.strat[u]] = strat_v[best]
             self.steps.append(_Step(v, u, -1, table))
             self.remove_edge(e)
-            self.add_cost(u, through[np.arange(len(best)), best])
+            self.add_cost(u, through.min(axis=1))
         else:
             (u, e1), (w, e2) = neighbours
             through = (
@@ -281,7 +291,7 @@ class _Reducer:
             self.steps.append(_Step(v, u, w, table))
             self.remove_edge(e1)
             self.remove_edge(e2)
-            self.add_edge(u, w, np.take_along_axis(through, best[:, None, :], axis=1)[:, 0, :])
+            self.add_edge(u, w, through.min(axis=1))
         self.alive[v] = False
 
     def run(self, eliminate: bool) -> None:
@@ -353,7 +363,11 @@ class _Reducer:
             self.prune(int(v), lower + extra <= limit)
         for e in list(self.mat):
             m = self.mat[e]
-            over = lower + (m - m[np.isfinite(m)].min()) > limit
+            finite = m[np.isfinite(m)]
+            if not finite.size:  # every pair forbidden: simplify_edge reports it
+                self.edge_queue.append(e)
+                continue
+            over = lower + (m - finite.min()) > limit
             if over.any():
                 self.mat[e] = np.where(over, np.inf, m)
                 self.edge_queue.append(e)
@@ -446,9 +460,7 @@ def reduce_problem(
     dst = np.asarray(problem.edge_dst, np.int64)
     for e, matrix in enumerate(problem.edge_cost):
         u, v = int(src[e]), int(dst[e])
-        m = np.asarray(matrix, np.float64)
-        m = m[np.ix_(reducer.strat[u], reducer.strat[v])]
-        reducer.add_edge(u, v, m)
+        reducer.add_edge(u, v, reducer.restrict(u, v, matrix))
     reducer.update_coupling()
     for v in range(reducer.n - 1, -1, -1):
         reducer.push(v)
@@ -472,7 +484,7 @@ def _unreduced(problem: ShardingProblem, reducer: _Reducer) -> Reduction:
     matrices: list[np.ndarray] = []
     for e, matrix in enumerate(problem.edge_cost):
         u, v = int(src[e]), int(dst[e])
-        m = np.asarray(matrix, np.float64)[np.ix_(reducer.strat[u], reducer.strat[v])]
+        m = reducer.restrict(u, v, matrix)
         finite = np.isfinite(m)
         if not (finite.any(axis=1).all() and finite.any(axis=0).all()):
             raise InfeasibleProblem(f"edge {e}: a strategy of {u} or {v} has no allowed pair")

@@ -144,7 +144,7 @@ class ArraySharding:
             if piece.shape != self.shard_shape:
                 pad = [(0, s - p) for s, p in zip(self.shard_shape, piece.shape, strict=True)]
                 piece = np.pad(piece, pad)
-            shards.append(np.ascontiguousarray(piece))
+            shards.append(np.array(piece, order="C"))  # (ascontiguousarray makes 0-d 1-d)
         return shards
 
     def put(self, array: Any) -> jax.Array:
@@ -371,7 +371,7 @@ def _collectives(optimized: str | HloModule) -> list[tuple[str, Shape]]:
     return found
 
 
-def count_collectives(optimized: str | HloModule) -> dict[str, int]:
+def count_collectives(optimized: str | HloModule, *, per_array: bool = False) -> dict[str, int]:
     """Collective instructions in (partitioned) HLO, by kind.
 
     Counts all-reduce, all-gather, reduce-scatter, all-to-all and collective-permute
@@ -381,13 +381,15 @@ def count_collectives(optimized: str | HloModule) -> dict[str, int]:
 
     Args:
       optimized: HLO text, e.g. :attr:`SpmdExecutable.optimized_text`, or a parsed module.
+      per_array: count each array of a combined (tuple-shaped) collective, so that XLA's
+        combining of independent collectives into one does not change the count.
 
     Returns:
       Kind -> count, every kind of :data:`COLLECTIVE_KINDS` present (0 if none).
     """
     counts = dict.fromkeys(COLLECTIVE_KINDS, 0)
-    for kind, _ in _collectives(optimized):
-        counts[kind] += 1
+    for kind, shape in _collectives(optimized):
+        counts[kind] += len(shape.leaves()) if per_array and shape.is_tuple else 1
     return counts
 
 

@@ -1,0 +1,1133 @@
+"""The learned sharding policy: the GO network with a pointer head over sharding strategies.
+
+**Design choice.** Sharding is *not* added to :data:`hlo_go.policy.TASKS`. The three GO
+tasks share one action format (a fixed-width categorical per node, embedded and fed to
+the next task), one decision type (:class:`~hlo_go.decisions.Decisions`: placement,
+schedule and fusion priorities) and one environment (:mod:`hlo_go.rl.env`, scored by
+the event simulator on a cluster); the trainer, agent, checkpoints and CLI all assume
+those. A sharding decision differs in each: a node has ``K_v ≤ 32`` strategies whose
+meaning changes from node to node, it needs per-strategy inputs, and it is scored by
+:func:`hlo_go.sharding.problem.total_cost` on a :class:`~hlo_go.sharding.ShardingGraph`.
+Widening TASKS would have changed every one of those interfaces, so this module is
+self-contained and *reuses the GO modules by import*:
+
+* encoder: :class:`~hlo_go.policy.SageEncoder` (GraphSAGE) over the OpGraph's features
+  plus a few per-node strategy summaries;
+* graph embedding :class:`~hlo_go.policy.GraphContext` (cluster size = mesh size) and
+  :class:`~hlo_go.policy.ValueHead`;
+* one :class:`~hlo_go.policy.FiLMGenerator` row modulating the
+  :class:`~hlo_go.policy.SegmentRecurrentStack` (Transformer-XL over the topological
+  order), as for one GO task;
+* a **pointer head**: strategy ``k`` of node ``v`` is described by features
+  ``s_{v,k}`` (:func:`strategy_features`) and scored by a small MLP of the node's
+  embedding and the strategy's, ``ℓ_{v,k} = w^⊤ relu(W_h relu(W_z LN(z_v) + W_s s_{v,k}))
+  + b + ρ · prior_{v,k}``, so the same weights score strategies of any graph (a fixed
+  32-way linear head would not: slot ``k`` means different things on different nodes);
+  ``ℓ_{v,k}`` is masked to :data:`~hlo_go.policy.MASKED_LOGIT` for ``k ≥ K_v`` and for
+  forbidden (infinite-cost) strategies, and actions go through
+  :func:`hlo_go.policy.choose` (masked categorical, inverse-CDF sampling);
+* PPO from :mod:`hlo_go.rl.ppo` (clipped surrogate, value loss, entropy bonus, Optax
+  Adam with gradient clipping, :func:`~hlo_go.rl.ppo.ppo_update_step` and
+  :func:`~hlo_go.rl.ppo.minibatch_epochs`).
+
+The head is not autoregressive (as in GO, every node's strategy is drawn independently
+given the embeddings), so the network runs **once** per step: ``S`` samples are ``S``
+draws from the same logits, and scoring ``B`` action sets in a PPO update is one
+forward pass plus a gather.
+
+**Strategy features** (``s_{v,k}``, all scale-free or in asinh of microseconds, so they
+mean the same on every graph): whether ``k`` is the replicated strategy; log of
+``node_cost[v,k] / node_cost[v,0]`` and the node-cost difference; the pieces the work is
+split into (``log mesh.axes_size(work_axes) / log mesh.size``); whether it runs a
+collective itself and what it costs; the output memory ratio; for each mesh axis
+whether it splits the output's leading, last or a middle dimension and whether it
+divides the work; the resharding costs with producers and consumers that stay
+replicated, and at best; and, with ``greedy_features`` (default), whether ``k`` is the
+greedy solver's choice (:func:`hlo_go.sharding.solve_greedy`, milliseconds) and the
+cost of switching node ``v`` alone to ``k`` when every other node keeps greedy's choice.
+With ``prior="greedy"`` the learnable scalar ``ρ`` (initialized to ``prior_bias``)
+multiplies the greedy indicator, so untrained samples explore around greedy's choice,
+as the GO trainer's ``prior_bias`` starts near a baseline (``"replicated"``: around
+strategy 0; ``"none"``: the network's own initialization).
+
+**Reward.** ``r = log(t_ref / total_cost(choice))`` with ``t_ref`` the cost of the
+data-parallel choice (``reference="dp"``) or another method's; a choice that breaks the
+memory budget or uses a forbidden pair gets ``infeasible_reward``. The best feasible
+choice seen per graph (sampled, or the greedy decode every ``eval_every`` steps) is
+kept and returned, as GO reports its best sample.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import jraph
+import numpy as np
+import optax
+from flax import serialization
+from tqdm.auto import tqdm
+
+from hlo_go.policy import (
+    MASKED_LOGIT,
+    FeedForwardStack,
+    FiLMGenerator,
+    GraphContext,
+    PolicyConfig,
+    SageEncoder,
+    SegmentRecurrentStack,
+    ValueHead,
+    choose,
+    prepare_input,
+)
+from hlo_go.rl.checkpoint import restore_params
+from hlo_go.rl.ppo import (
+    LossInfo,
+    PPOBatch,
+    PPOConfig,
+    make_optimizer,
+    minibatch_epochs,
+    ppo_update_step,
+)
+from hlo_go.sharding.build import ShardingGraph
+from hlo_go.sharding.greedy import solve_greedy
+from hlo_go.sharding.problem import (
+    edge_cost_layout,
+    is_memory_feasible,
+    live_set_layout,
+    total_cost,
+)
+from hlo_go.sharding.strategies import MAX_STRATEGIES
+
+Params = Any
+"""A Flax variable dict: ``{"params": ...}``."""
+
+MAX_MESH_AXES = 3
+"""Mesh axes the strategy features describe (further axes are folded into the last)."""
+
+TIME_SCALE_S = 1e-6
+"""Times enter the features as ``asinh(t / TIME_SCALE_S) / 5``."""
+
+# Per-strategy feature columns (see strategy_features).
+_STRATEGY_BASE = (
+    "is_replicated",
+    "log_cost_ratio",
+    "cost_delta",
+    "pieces",
+    "has_collective",
+    "collective_cost",
+    "memory_ratio",
+    "reshard_in_from_replicated",
+    "reshard_in_best",
+    "reshard_out_to_replicated",
+    "reshard_out_best",
+    "is_greedy",
+    "switch_regret_greedy",
+    "switch_regret_replicated",
+)
+_AXIS_COLUMNS = ("out_dim0", "out_last", "out_middle", "work")
+STRATEGY_FEATURE_NAMES: tuple[str, ...] = _STRATEGY_BASE + tuple(
+    f"axis{a}_{c}" for a in range(MAX_MESH_AXES) for c in _AXIS_COLUMNS
+)
+"""Names of the per-strategy feature columns, in order."""
+
+NODE_FEATURE_NAMES: tuple[str, ...] = (
+    "log_num_strategies",
+    "replicated_cost",
+    "best_log_cost_ratio",
+    "greedy_pieces",
+    *(f"mesh_axis{a}" for a in range(MAX_MESH_AXES)),
+)
+"""Names of the per-node columns appended to the OpGraph features, in order."""
+
+DEFAULT_METHOD_STEPS = 30
+"""Training steps :func:`policy_method` runs when it is given no parameters."""
+
+MAX_FINETUNE_STEPS = 50
+"""Fine-tuning is the paper's few-step regime: at most this many steps."""
+
+PRIORS = ("greedy", "replicated", "none")
+"""What fresh parameters may lean towards (:attr:`ShardingPolicyConfig.prior`)."""
+
+CREDITS = ("local", "global")
+"""Credit assignment schemes (:attr:`ShardingPolicyConfig.credit`)."""
+
+_INIT_STREAM = 2**31 - 1  # fold_in stream of the parameter key (steps use 0, 1, ...)
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardingPolicyConfig:
+    """Sizes of the sharding network and the settings of its reward."""
+
+    # The GO network's sizes and switches (hidden size, GNN depth, attention, FiLM,
+    # buckets); the task fields (task_order, priority_bins, task_recurrence) are unused.
+    network: PolicyConfig = dataclasses.field(default_factory=PolicyConfig)
+    # D_max of the graph embedding's device-count one-hot; meshes of up to this many devices.
+    max_devices: int = 64
+    # Describe strategies relative to the greedy solver's choice too (is_greedy, regret).
+    greedy_features: bool = True
+    # What fresh parameters lean towards: "greedy" (greedy's choice), "replicated"
+    # (strategy 0) or "none" (the network's initialization alone).
+    prior: str = "greedy"
+    # Initial value of the learnable scale of the prior indicator in the logits.
+    prior_bias: float = 4.0
+    # Sharding method whose cost is the reward's t_ref ("dp", "greedy", "replicated", ...).
+    reference: str = "dp"
+    # Reward of a choice that breaks the memory budget or has infinite cost.
+    infeasible_reward: float = -3.0
+    # Score the greedy decode (and keep it if best) every this many steps of a graph.
+    eval_every: int = 10
+    # Credit assignment: "local" (each node's advantage from its own cost and its edges',
+    # per-node PPO ratios) or "global" (GO's: one reward per sampled choice).
+    credit: str = "local"
+
+    def __post_init__(self) -> None:
+        if self.prior not in PRIORS:
+            raise ValueError(f"prior must be one of {PRIORS}, got {self.prior!r}")
+        if self.prior == "greedy" and not self.greedy_features:
+            raise ValueError("prior='greedy' needs greedy_features=True")
+        if self.credit not in CREDITS:
+            raise ValueError(f"credit must be one of {CREDITS}, got {self.credit!r}")
+        if self.max_devices < 1 or self.eval_every < 1:
+            raise ValueError("max_devices and eval_every must be >= 1")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-friendly nested dict (see :meth:`from_dict`)."""
+        return dataclasses.asdict(self)
+
+    @staticmethod
+    def from_dict(data: dict[str, Any]) -> ShardingPolicyConfig:
+        """Inverse of :meth:`to_dict`."""
+        data = dict(data)
+        network = dict(data.pop("network"))
+        network["task_order"] = tuple(network["task_order"])
+        return ShardingPolicyConfig(network=PolicyConfig(**network), **data)
+
+
+def _ppo_default() -> PPOConfig:
+    # No entropy bonus: it sums over every node, so it would swamp the surrogate.
+    return PPOConfig(epochs=4, minibatch_size=0, learning_rate=1e-3, entropy_coef=0.0)
+
+
+# -- features -----------------------------------------------------------------------------
+
+
+def _scaled_time(seconds: np.ndarray) -> np.ndarray:
+    return np.arcsinh(np.asarray(seconds, np.float64) / TIME_SCALE_S) / 5.0
+
+
+class StrategyFeatures(NamedTuple):
+    """What the policy sees of a graph's strategies, in node-id order.
+
+    Attributes:
+      node: ``float32[N, len(NODE_FEATURE_NAMES)]`` per-node summaries.
+      strategy: ``float32[N, MAX_STRATEGIES, len(STRATEGY_FEATURE_NAMES)]``; zero
+        beyond ``K_v``.
+      valid: ``bool[N, MAX_STRATEGIES]`` strategies that may be chosen (finite cost).
+      prior: ``float32[N, MAX_STRATEGIES]`` the prior's indicator (see the config).
+    """
+
+    node: np.ndarray
+    strategy: np.ndarray
+    valid: np.ndarray
+    prior: np.ndarray
+
+
+def strategy_features(sg: ShardingGraph, config: ShardingPolicyConfig) -> StrategyFeatures:
+    """Describes every strategy of every node (see the module docstring).
+
+    Args:
+      sg: the prepared module.
+      config: ``greedy_features`` and ``prior``.
+
+    Returns:
+      The :class:`StrategyFeatures`.
+    """
+    problem, mesh = sg.problem, sg.mesh
+    n, kk = sg.num_nodes, MAX_STRATEGIES
+    counts = np.asarray(problem.num_strategies, np.int64)
+    width = problem.node_cost.shape[1]
+    if width > kk:
+        raise ValueError(f"graph has {width} strategy slots; the policy handles {kk}")
+    cost = np.full((n, kk), np.inf)
+    cost[:, :width] = problem.node_cost
+    valid = np.isfinite(cost) & (np.arange(kk) < counts[:, None])
+    none_valid = ~valid.any(1)
+    valid[none_valid, 0] = True
+    cost_f = np.where(valid, cost, 0.0)
+    memory = np.zeros((n, kk))
+    memory[:, :width] = problem.node_memory
+
+    # Node costs against the replicated strategy.
+    base = cost_f[:, :1]
+    log_ratio = np.clip(np.log((cost_f + 1e-9) / (base + 1e-9)), -8.0, 8.0) / 4.0
+    delta = _scaled_time(cost_f - base)
+    mem_ratio = np.where(memory[:, :1] > 0, memory / np.maximum(memory[:, :1], 1e-30), 1.0)
+
+    # Structure of each strategy: pieces, collectives, which axes split which dimension.
+    log_size = math.log(max(mesh.size, 2))
+    pieces = np.zeros((n, kk))
+    has_coll = np.zeros((n, kk))
+    coll_cost = np.zeros((n, kk))
+    axes_cols = np.zeros((n, kk, MAX_MESH_AXES, len(_AXIS_COLUMNS)))
+    for v, options in enumerate(sg.strategies):
+        for k, s in enumerate(options[:kk]):
+            pieces[v, k] = math.log(mesh.axes_size(s.work_axes)) / log_size
+            if s.collectives:
+                has_coll[v, k] = 1.0
+                coll_cost[v, k] = sum(sg.links.cost(c, b, a) for c, b, a in s.collectives)
+            for a in s.work_axes:
+                axes_cols[v, k, min(a, MAX_MESH_AXES - 1), 3] = 1.0
+            if s.output is None:
+                continue
+            rank = len(s.output)
+            for d, dim_axes in enumerate(s.output):
+                column = 0 if d == 0 else (1 if d == rank - 1 else 2)
+                for a in dim_axes:
+                    axes_cols[v, k, min(a, MAX_MESH_AXES - 1), column] = 1.0
+
+    # Resharding with neighbours: replicated ones, the best case, and greedy's choice.
+    greedy = np.asarray(solve_greedy(problem), np.int64) if config.greedy_features else None
+    cap = 1.0  # seconds: forbidden pairs (inf) count as this much
+    in_rep, in_best, out_rep, out_best = (np.zeros((n, kk)) for _ in range(4))
+    in_greedy, out_greedy = np.zeros((n, kk)), np.zeros((n, kk))
+    src_all, dst_all = np.asarray(problem.edge_src), np.asarray(problem.edge_dst)
+    for e, matrix in enumerate(problem.edge_cost):
+        m = np.minimum(np.asarray(matrix, np.float64), cap)
+        u, v = int(src_all[e]), int(dst_all[e])
+        ku, kv = m.shape
+        in_rep[v, :kv] += m[0]
+        in_best[v, :kv] += m.min(0)
+        out_rep[u, :ku] += m[:, 0]
+        out_best[u, :ku] += m.min(1)
+        if greedy is not None:
+            in_greedy[v, :kv] += m[greedy[u]]
+            out_greedy[u, :ku] += m[:, greedy[v]]
+    local_rep = cost_f + in_rep + out_rep
+    regret_rep = _scaled_time(local_rep - local_rep[:, :1])
+    is_greedy = np.zeros((n, kk))
+    regret_greedy = np.zeros((n, kk))
+    if greedy is not None:
+        is_greedy[np.arange(n), greedy] = 1.0
+        local_greedy = cost_f + in_greedy + out_greedy
+        regret_greedy = _scaled_time(local_greedy - local_greedy[np.arange(n), greedy][:, None])
+
+    columns = [
+        np.broadcast_to((np.arange(kk) == 0).astype(np.float64), (n, kk)),
+        log_ratio,
+        delta,
+        pieces,
+        has_coll,
+        _scaled_time(coll_cost),
+        np.clip(mem_ratio, 0.0, 2.0),
+        _scaled_time(in_rep),
+        _scaled_time(in_best),
+        _scaled_time(out_rep),
+        _scaled_time(out_best),
+        is_greedy,
+        regret_greedy,
+        regret_rep,
+    ]
+    strategy = np.concatenate(
+        [np.stack(columns, -1), axes_cols.reshape(n, kk, -1)], axis=-1
+    ).astype(np.float32)
+    strategy[~valid] = 0.0
+
+    mesh_axes = np.zeros(MAX_MESH_AXES)
+    for a, size in enumerate(mesh.shape[:MAX_MESH_AXES]):
+        mesh_axes[a] = math.log2(size) / 3.0
+    best_ratio = np.where(valid, log_ratio, np.inf).min(1)
+    greedy_pieces = pieces[np.arange(n), greedy] if greedy is not None else np.zeros(n)
+    node = np.concatenate(
+        [
+            np.stack(
+                [
+                    np.log2(np.maximum(counts, 1)) / 5.0,
+                    _scaled_time(cost_f[:, 0]),
+                    best_ratio,
+                    greedy_pieces,
+                ],
+                -1,
+            ),
+            np.broadcast_to(mesh_axes, (n, MAX_MESH_AXES)),
+        ],
+        axis=-1,
+    ).astype(np.float32)
+    if config.prior == "greedy":
+        prior = is_greedy
+    elif config.prior == "replicated":
+        prior = np.broadcast_to((np.arange(kk) == 0).astype(np.float64), (n, kk))
+    else:
+        prior = np.zeros((n, kk))
+    return StrategyFeatures(node, strategy, valid, prior.astype(np.float32))
+
+
+class ShardingInput(NamedTuple):
+    """One sharding graph, padded to its bucket and relabeled into topological positions.
+
+    Attributes:
+      graphs: the ``jraph.GraphsTuple`` of :func:`hlo_go.policy.prepare_input` with node
+        features widened by :data:`NODE_FEATURE_NAMES` and extra node arrays
+        ``strategy`` (``float32[P, K, F_s]``), ``valid`` (``bool[P, K]``) and ``prior``
+        (``float32[P, K]``). The only part that goes to the device.
+      order: ``int32[n]``, the node id at each real position.
+      num_nodes: ``n``, the real nodes.
+      num_devices: the mesh's device count (the graph embedding's ``D``).
+    """
+
+    graphs: jraph.GraphsTuple
+    order: np.ndarray
+    num_nodes: int
+    num_devices: int
+
+    @property
+    def bucket(self) -> tuple[int, int]:
+        """(padded nodes, padded edges): the shapes a jitted function compiles for."""
+        return int(self.graphs.nodes["features"].shape[0]), int(self.graphs.senders.shape[0])
+
+    def to_nodes(self, actions: np.ndarray) -> np.ndarray:
+        """Per-position actions ``[..., P]`` → per-node choices ``int64[..., n]``."""
+        actions = np.asarray(actions)
+        out = np.empty((*actions.shape[:-1], self.num_nodes), np.int64)
+        out[..., self.order] = actions[..., : self.num_nodes]
+        return out
+
+    def to_positions(self, values: np.ndarray, dtype: Any = np.int32) -> np.ndarray:
+        """Per-node values ``[..., n]`` → per-position ``dtype[..., P]`` (padding 0)."""
+        values = np.asarray(values)
+        out = np.zeros((*values.shape[:-1], self.bucket[0]), dtype)
+        out[..., : self.num_nodes] = values[..., self.order]
+        return out
+
+
+def prepare_sharding_input(sg: ShardingGraph, config: ShardingPolicyConfig) -> ShardingInput:
+    """Features, padding and relabeling of one sharding graph (host side).
+
+    Args:
+      sg: the prepared module.
+      config: the policy configuration.
+
+    Returns:
+      The :class:`ShardingInput`.
+
+    Raises:
+      ValueError: the mesh has more devices than ``config.max_devices``.
+    """
+    if sg.mesh.size > config.max_devices:
+        raise ValueError(
+            f"mesh {sg.mesh} has {sg.mesh.size} devices; config.max_devices is {config.max_devices}"
+        )
+    base = prepare_input(sg.graph, config.network)
+    feats = strategy_features(sg, config)
+    n = sg.num_nodes
+    size = base.graphs.nodes["features"].shape[0]
+    order = base.order
+
+    def positions(values: np.ndarray, fill: Any = 0) -> np.ndarray:
+        out = np.full((size, *values.shape[1:]), fill, dtype=values.dtype)
+        out[:n] = values[order]
+        return out
+
+    valid = positions(feats.valid, False)
+    valid[n:, 0] = True  # padding rows: one (meaningless, uncounted) choice
+    nodes = dict(base.graphs.nodes)
+    nodes["features"] = np.concatenate([nodes["features"], positions(feats.node)], axis=-1).astype(
+        np.float32
+    )
+    nodes["strategy"] = positions(feats.strategy)
+    nodes["valid"] = valid
+    nodes["prior"] = positions(feats.prior)
+    return ShardingInput(base.graphs._replace(nodes=nodes), order, n, sg.mesh.size)
+
+
+# -- network ------------------------------------------------------------------------------
+
+
+class ShardingNetwork(nn.Module):
+    """GraphSAGE, FiLM-modulated segment-recurrent attention, pointer head, value head.
+
+    Attributes:
+      config: the policy configuration.
+    """
+
+    config: ShardingPolicyConfig
+
+    @nn.compact
+    def __call__(
+        self, graphs: jraph.GraphsTuple, num_devices: jnp.ndarray
+    ) -> tuple[jnp.ndarray, jnp.ndarray]:
+        """Strategy logits of every node, and the graph's value.
+
+        Args:
+          graphs: :attr:`ShardingInput.graphs`.
+          num_devices: ``int32[]``, the mesh's device count.
+
+        Returns:
+          ``(logits, value)``: ``float32[P, K]`` with invalid strategies at
+          :data:`~hlo_go.policy.MASKED_LOGIT`, and ``float32[]``.
+        """
+        cfg = self.config.network
+        d = cfg.hidden_size
+        mask = graphs.nodes["mask"]
+        h = SageEncoder(cfg, name="encoder")(graphs)
+        context = GraphContext(d, self.config.max_devices, name="context")(h, mask, num_devices)
+        value = ValueHead(d, name="value_head")(context)
+        layers = max(cfg.attention_layers, 1)
+        if cfg.modulation:
+            modulation = FiLMGenerator(d, 1, cfg.attention_layers, name="film")(context)[0]
+        else:
+            modulation = jnp.zeros((layers, 4, d), h.dtype)
+        stack = SegmentRecurrentStack if cfg.attention else FeedForwardStack
+        z = stack(cfg, name="stack")(h, mask, modulation)
+        query = nn.Dense(d, name="node_query")(nn.LayerNorm(name="head_norm")(z))
+        keys = nn.Dense(d, name="strategy_embed")(graphs.nodes["strategy"])
+        u = nn.relu(query[:, None, :] + keys)
+        u = nn.relu(nn.Dense(d, name="head_hidden")(u))
+        logits = nn.Dense(1, name="head_logit")(u)[..., 0]
+        scale = self.param(
+            "prior_scale", nn.initializers.constant(self.config.prior_bias), (), jnp.float32
+        )
+        logits = logits + scale * graphs.nodes["prior"]
+        return jnp.where(graphs.nodes["valid"], logits, MASKED_LOGIT), value
+
+
+# -- policy -------------------------------------------------------------------------------
+
+
+class ShardingPolicy:
+    """The sharding network behind jitted sample / greedy / log-prob / value / update.
+
+    Each jitted function compiles once per bucket (:func:`hlo_go.policy.policy_bucket`)
+    and per sample count; :attr:`trace_counts` counts the traces.
+
+    Args:
+      config: network sizes and reward settings.
+      ppo: PPO loss and optimizer settings.
+    """
+
+    def __init__(
+        self, config: ShardingPolicyConfig | None = None, ppo: PPOConfig | None = None
+    ) -> None:
+        self.config = config or ShardingPolicyConfig()
+        self.ppo = ppo or _ppo_default()
+        self.network = ShardingNetwork(self.config)
+        self.optimizer = make_optimizer(self.ppo)
+        self.traces: dict[str, int] = {}
+        self._init_jit = jax.jit(self._init_fn)
+        self._sample_jit = jax.jit(self._sample_fn, static_argnums=4)
+        self._greedy_jit = jax.jit(self._greedy_fn)
+        self._evaluate_jit = jax.jit(self._evaluate_fn)
+        self._update_jit = jax.jit(self._update_fn)
+
+    @property
+    def trace_counts(self) -> dict[str, int]:
+        """Function name -> times it was traced (= compiled) so far."""
+        return dict(self.traces)
+
+    def prepare(self, sg: ShardingGraph | ShardingInput) -> ShardingInput:
+        """``sg``'s :class:`ShardingInput` (passed through if it already is one)."""
+        return sg if isinstance(sg, ShardingInput) else prepare_sharding_input(sg, self.config)
+
+    # -- jitted bodies --------------------------------------------------------------------
+
+    def _count(self, name: str) -> None:
+        self.traces[name] = self.traces.get(name, 0) + 1
+
+    def _init_fn(self, key: jax.Array, graphs: Any, devices: jax.Array) -> Params:
+        self._count("init")
+        return self.network.init(key, graphs, devices)
+
+    def _sample_fn(
+        self, params: Params, graphs: Any, devices: jax.Array, key: jax.Array, count: int
+    ):
+        self._count("sample")
+        logits, value = self.network.apply(params, graphs, devices)
+        valid, mask = graphs.nodes["valid"], graphs.nodes["mask"]
+        uniforms = jax.random.uniform(key, (count, logits.shape[0]), logits.dtype)
+        choice = jax.vmap(lambda u: choose(logits, valid, mask, uniform=u))(uniforms)
+        log_p = jax.nn.log_softmax(logits, axis=-1)
+        rows = jnp.take_along_axis(log_p[None], choice.action[..., None], -1)[..., 0]
+        return choice.action, choice.log_prob, rows * mask.astype(rows.dtype), value
+
+    def _greedy_fn(self, params: Params, graphs: Any, devices: jax.Array):
+        self._count("greedy")
+        logits, _ = self.network.apply(params, graphs, devices)
+        return choose(logits, graphs.nodes["valid"], graphs.nodes["mask"]).action
+
+    def _scores(self, params: Params, graphs: Any, devices: jax.Array, actions: jax.Array):
+        """``(log_prob[B], entropy[B], value[B])`` of per-position actions ``[B, P]``."""
+        logits, value = self.network.apply(params, graphs, devices)
+        valid, mask = graphs.nodes["valid"], graphs.nodes["mask"]
+        choice = jax.vmap(lambda a: choose(logits, valid, mask, given=a))(actions)
+        count = actions.shape[0]
+        return choice.log_prob, choice.entropy, jnp.broadcast_to(value, (count,))
+
+    def _row_scores(self, params: Params, graphs: Any, devices: jax.Array, actions: jax.Array):
+        """Per-node ``(log_prob, entropy, value)``, ``float32[B, P]`` each (0 on padding)."""
+        logits, value = self.network.apply(params, graphs, devices)
+        log_p = jax.nn.log_softmax(logits, axis=-1)
+        chosen = jnp.take_along_axis(log_p[None], actions[..., None].astype(jnp.int32), -1)
+        entropy = -(jnp.exp(log_p) * log_p).sum(-1)
+        counted = graphs.nodes["mask"].astype(log_p.dtype)
+        shape = actions.shape
+        return (
+            chosen[..., 0] * counted,
+            jnp.broadcast_to(entropy * counted, shape),
+            jnp.broadcast_to(value, shape),
+        )
+
+    def _evaluate_fn(self, params: Params, graphs: Any, devices: jax.Array, actions: jax.Array):
+        self._count("evaluate")
+        return self._scores(params, graphs, devices, actions)
+
+    def _update_fn(
+        self,
+        params: Params,
+        opt_state: optax.OptState,
+        graphs: Any,
+        devices: jax.Array,
+        batch: PPOBatch,
+    ):
+        self._count("update")
+
+        scores = self._row_scores if self.config.credit == "local" else self._scores
+
+        def evaluate(p: Params, data: jax.Array):
+            return scores(p, graphs, devices, data)
+
+        return ppo_update_step(params, opt_state, batch, evaluate, self.optimizer, self.ppo)
+
+    # -- public ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _devices(inputs: ShardingInput) -> jax.Array:
+        return jnp.asarray(inputs.num_devices, jnp.int32)
+
+    def init(self, key: jax.Array, sg: ShardingGraph | ShardingInput) -> Params:
+        """Fresh parameters (their shapes do not depend on the graph).
+
+        Args:
+          key: PRNG key.
+          sg: any sharding graph (fixes the input widths only).
+
+        Returns:
+          The variable dict ``{"params": ...}``.
+        """
+        inputs = self.prepare(sg)
+        return self._init_jit(key, inputs.graphs, self._devices(inputs))
+
+    def sample(
+        self, params: Params, sg: ShardingGraph | ShardingInput, key: jax.Array, count: int
+    ) -> tuple[np.ndarray, np.ndarray, float]:
+        """``count`` choices drawn from the policy.
+
+        Args:
+          params: from :meth:`init`.
+          sg: the graph.
+          key: PRNG key.
+          count: samples ``S``.
+
+        Returns:
+          ``(choices, log_prob, value)``: ``int64[S, n]`` strategy per node (node-id
+          order), ``float32[S]`` their log-probabilities, and the value estimate.
+        """
+        inputs = self.prepare(sg)
+        actions, log_prob, _, value = self._sample_positions(params, inputs, key, count)
+        return inputs.to_nodes(actions), np.asarray(log_prob), float(value)
+
+    def _sample_positions(
+        self, params: Params, inputs: ShardingInput, key: jax.Array, count: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+        """``(actions int32[S, P], log_prob [S], per-position log_prob [S, P], value)``."""
+        actions, log_prob, rows, value = jax.device_get(
+            self._sample_jit(params, inputs.graphs, self._devices(inputs), key, int(count))
+        )
+        return actions, log_prob, rows, float(value)
+
+    def greedy(self, params: Params, sg: ShardingGraph | ShardingInput) -> np.ndarray:
+        """The most likely strategy of every node (``int64[n]``)."""
+        inputs = self.prepare(sg)
+        actions = self._greedy_jit(params, inputs.graphs, self._devices(inputs))
+        return inputs.to_nodes(jax.device_get(actions))
+
+    def evaluate(
+        self, params: Params, sg: ShardingGraph | ShardingInput, choices: np.ndarray
+    ) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """``(log_prob, entropy, value)``, ``float32[S]`` each, of choices ``int[S, n]``."""
+        inputs = self.prepare(sg)
+        actions = inputs.to_positions(np.atleast_2d(choices))
+        return self._evaluate_jit(params, inputs.graphs, self._devices(inputs), actions)
+
+    def log_prob(
+        self, params: Params, sg: ShardingGraph | ShardingInput, choices: np.ndarray
+    ) -> jax.Array:
+        """``log π(choice)`` of each of choices ``int[S, n]`` (``float32[S]``)."""
+        return self.evaluate(params, sg, choices)[0]
+
+    def value(self, params: Params, sg: ShardingGraph | ShardingInput) -> float:
+        """The value head's estimate for ``sg``."""
+        inputs = self.prepare(sg)
+        zero = np.zeros((1, inputs.num_nodes), np.int64)
+        return float(self.evaluate(params, inputs, zero)[2][0])
+
+    def update(
+        self,
+        params: Params,
+        opt_state: optax.OptState,
+        inputs: ShardingInput,
+        batch: PPOBatch,
+        key: jax.Array,
+    ) -> tuple[Params, optax.OptState, list[LossInfo]]:
+        """``ppo.epochs`` passes of PPO steps on ``batch``.
+
+        ``batch.data`` holds actions ``int32[B, P]`` by position. With global credit the
+        other fields are ``float32[B]`` (one reward per choice) and the epochs run through
+        :func:`hlo_go.rl.ppo.minibatch_epochs`; with local credit they are
+        ``float32[B, P]`` per-node advantages (already normalized), and each epoch is one
+        whole-batch step of the same PPO loss over the ``B × P`` per-node ratios.
+        """
+        graphs, devices = inputs.graphs, self._devices(inputs)
+        if self.config.credit == "local":
+            infos = []
+            for _ in range(self.ppo.epochs):
+                params, opt_state, info = self._update_jit(
+                    params, opt_state, graphs, devices, batch
+                )
+                infos.append(info)
+            return params, opt_state, infos
+
+        def step(p: Params, s: optax.OptState, mb: PPOBatch):
+            return self._update_jit(p, s, graphs, devices, mb)
+
+        return minibatch_epochs(params, opt_state, batch, step, key, self.ppo)
+
+
+_POLICIES: dict[tuple[ShardingPolicyConfig, PPOConfig], ShardingPolicy] = {}
+
+
+def policy_for(
+    config: ShardingPolicyConfig | None = None, ppo: PPOConfig | None = None
+) -> ShardingPolicy:
+    """The :class:`ShardingPolicy` of a configuration, shared per process (so its jitted
+    functions compile once per bucket)."""
+    key = (config or ShardingPolicyConfig(), ppo or _ppo_default())
+    if key not in _POLICIES:
+        _POLICIES[key] = ShardingPolicy(*key)
+    return _POLICIES[key]
+
+
+# -- training -----------------------------------------------------------------------------
+
+
+class _GraphState:
+    """One graph being trained on: its input, reference and best choice so far."""
+
+    def __init__(self, name: str, sg: ShardingGraph, policy: ShardingPolicy) -> None:
+        from hlo_go.sharding.methods import get
+
+        self.name, self.sg = name, sg
+        self.inputs = policy.prepare(sg)
+        reference = np.asarray(get(policy.config.reference)(sg), np.int64)
+        self.reference_cost = float(total_cost(sg.problem, reference))
+        if not math.isfinite(self.reference_cost) or self.reference_cost <= 0:
+            raise ValueError(f"{name}: reference cost {self.reference_cost} is not usable")
+        self.infeasible_reward = policy.config.infeasible_reward
+        self.best: np.ndarray | None = None
+        self.best_cost = math.inf
+
+    def local_advantages(self, choices: np.ndarray) -> np.ndarray:
+        """Per-node advantages ``float64[S, n]`` of choices ``[S, n]`` (local credit).
+
+        Node ``v``'s cost in sample ``s`` is its node cost plus the cost of every edge it
+        is an end of (forbidden pairs capped at ``t_ref``), plus, in a sample over the
+        memory budget, ``t_ref × bytes / budget`` for each over-budget live set it is in.
+        Everything else in the total cost does not depend on ``v``'s action given the
+        logits (nodes are drawn independently), so ``-cost_v / t_ref`` is an unbiased
+        per-node reward of much lower variance than the total. Baseline: the mean over
+        the other samples of the same node. Normalized to unit std over nodes with a
+        choice.
+        """
+        problem = self.sg.problem
+        c = np.asarray(choices, np.int64)
+        count, n = c.shape
+        rows = np.arange(n)
+        local = np.asarray(problem.node_cost)[rows, c]
+        local = np.minimum(local, self.reference_cost)
+        layout = edge_cost_layout(problem)
+        if len(layout.offset):
+            src = np.asarray(problem.edge_src, np.int64)
+            dst = np.asarray(problem.edge_dst, np.int64)
+            edge = layout.values[layout.offset + c[:, src] * layout.stride + c[:, dst]]
+            edge = np.minimum(edge, self.reference_cost)
+            shift = (np.arange(count) * n)[:, None]
+            flat = np.bincount((src + shift).ravel(), edge.ravel(), count * n)
+            flat += np.bincount((dst + shift).ravel(), edge.ravel(), count * n)
+            local = local + flat.reshape(count, n)
+        budget = problem.memory_budget
+        if math.isfinite(budget) and problem.live_sets:
+            sets = live_set_layout(problem)
+            for s in range(count):
+                memory = np.asarray(problem.node_memory)[rows, c[s]]
+                per_set = np.bincount(
+                    sets.member_set, memory[sets.members], minlength=sets.num_sets
+                )
+                over = per_set[sets.member_set] > budget
+                if over.any():
+                    members = sets.members[over]
+                    np.add.at(local[s], members, self.reference_cost * memory[members] / budget)
+        reward = -local / self.reference_cost
+        baseline = (reward.sum(0, keepdims=True) - reward) / max(count - 1, 1)
+        advantage = reward - baseline
+        choosable = np.asarray(problem.num_strategies) > 1
+        spread = advantage[:, choosable].std() if choosable.any() else 0.0
+        return np.where(choosable, advantage / (spread + 1e-8), 0.0)
+
+    def score(self, choices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(costs, rewards)`` of choices ``[S, n]``; keeps the best feasible one."""
+        costs = np.empty(len(choices))
+        rewards = np.empty(len(choices))
+        for i, choice in enumerate(choices):
+            cost = total_cost(self.sg.problem, choice)
+            feasible = math.isfinite(cost) and is_memory_feasible(self.sg.problem, choice)
+            costs[i] = cost if feasible else math.inf
+            rewards[i] = (
+                math.log(self.reference_cost / cost) if feasible else self.infeasible_reward
+            )
+            rewards[i] = max(rewards[i], self.infeasible_reward)
+            if feasible and cost < self.best_cost:
+                self.best_cost, self.best = cost, np.array(choice, np.int64)
+        return costs, rewards
+
+
+class ShardingTrainResult(NamedTuple):
+    """The outcome of :func:`train_sharding_policy`.
+
+    Attributes:
+      params: the final parameters.
+      config: the policy configuration they belong to.
+      history: one row per step: ``step``, ``graph``, ``reward_mean``, ``reward_max``,
+        ``cost_mean``, ``cost_min``, ``best_cost``, ``reference_cost``, ``best_speedup``
+        (reference / best), ``greedy_cost`` (NaN on steps without a greedy decode),
+        ``loss``, ``approx_kl``, ``wall_s``.
+      best: graph name -> the best feasible choice seen (``int64[n]``).
+      best_cost: graph name -> its ``total_cost``.
+      reference_cost: graph name -> ``t_ref``, the reference method's cost.
+      seconds: training wall-clock seconds.
+    """
+
+    params: Params
+    config: ShardingPolicyConfig
+    history: list[dict[str, Any]]
+    best: dict[str, np.ndarray]
+    best_cost: dict[str, float]
+    reference_cost: dict[str, float]
+    seconds: float
+
+    def curve(self, graph: str | None = None) -> dict[str, np.ndarray]:
+        """``{"step", "reward_mean", "reward_max", "best_cost"}`` arrays (one graph's rows,
+        or all)."""
+        rows = [r for r in self.history if graph is None or r["graph"] == graph]
+        keys = ("step", "reward_mean", "reward_max", "best_cost")
+        return {k: np.array([r[k] for r in rows]) for k in keys}
+
+
+def _named(
+    graphs: Sequence[ShardingGraph | tuple[str, ShardingGraph]],
+) -> list[tuple[str, ShardingGraph]]:
+    out = []
+    for i, item in enumerate(graphs):
+        if isinstance(item, ShardingGraph):
+            out.append((f"graph{i}" if len(graphs) > 1 else "graph", item))
+        else:
+            name, sg = item
+            out.append((str(name), sg))
+    names = [n for n, _ in out]
+    if not out or len(set(names)) != len(names):
+        raise ValueError(f"need graphs with unique names, got {names}")
+    return out
+
+
+def train_sharding_policy(
+    graphs: Sequence[ShardingGraph | tuple[str, ShardingGraph]],
+    *,
+    steps: int,
+    samples: int = 16,
+    seed: int = 0,
+    learning_rate: float = 1e-3,
+    progress: bool = True,
+    params: Params | None = None,
+    config: ShardingPolicyConfig | None = None,
+    ppo: PPOConfig | None = None,
+    time_limit_s: float | None = None,
+) -> ShardingTrainResult:
+    """Trains the sharding policy with PPO, visiting the graphs in turn.
+
+    A step on a graph samples ``samples`` choices (one network pass), scores them with
+    :func:`~hlo_go.sharding.problem.total_cost`, turns costs into rewards
+    ``log(t_ref / cost)``, takes advantages ``r - V`` (normalized over the samples) and
+    runs ``ppo.epochs`` PPO updates.
+
+    Args:
+      graphs: sharding graphs, or ``(name, sharding graph)`` pairs.
+      steps: total training steps (one graph each, round robin).
+      samples: choices sampled per step (≥ 2).
+      seed: seed of the parameters and samples (step ``s`` uses ``fold_in(seed, s)``).
+      learning_rate: Adam's learning rate (overrides ``ppo.learning_rate``).
+      progress: show a tqdm bar.
+      params: start from these parameters (default: fresh ones).
+      config: the policy configuration (default :class:`ShardingPolicyConfig`).
+      ppo: PPO settings (default: 4 epochs, whole-batch steps, no entropy bonus).
+      time_limit_s: stop after this many seconds (at a step boundary).
+
+    Returns:
+      The :class:`ShardingTrainResult`.
+    """
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    if samples < 2:
+        raise ValueError(f"samples must be >= 2 (advantages need a spread), got {samples}")
+    ppo = dataclasses.replace(ppo or _ppo_default(), learning_rate=learning_rate)
+    policy = policy_for(config, ppo)
+    states = [_GraphState(name, sg, policy) for name, sg in _named(graphs)]
+    began = time.perf_counter()
+    root = jax.random.key(seed)
+    template = policy.init(jax.random.fold_in(root, _INIT_STREAM), states[0].inputs)
+    params = template if params is None else restore_params(template, params)
+    opt_state = policy.optimizer.init(params)
+    history: list[dict[str, Any]] = []
+    eval_every = policy.config.eval_every
+    bar = tqdm(total=steps, desc="sharding policy", disable=not progress)
+    try:
+        for step in range(steps):
+            state = states[step % len(states)]
+            sample_key, update_key = jax.random.split(jax.random.fold_in(root, step))
+            positions, old_log_prob, old_rows, value = policy._sample_positions(
+                params, state.inputs, sample_key, samples
+            )
+            choices = state.inputs.to_nodes(positions)
+            costs, rewards = state.score(choices)
+            actions = jnp.asarray(positions)
+            if policy.config.credit == "local":
+                advantages = state.inputs.to_positions(state.local_advantages(choices), np.float32)
+                returns = jnp.broadcast_to(
+                    jnp.asarray(rewards, jnp.float32)[:, None], actions.shape
+                )
+                batch = PPOBatch(actions, jnp.asarray(old_rows), jnp.asarray(advantages), returns)
+            else:
+                returns = jnp.asarray(rewards, jnp.float32)
+                batch = PPOBatch(
+                    actions, jnp.asarray(old_log_prob, jnp.float32), returns - value, returns
+                )
+            params, opt_state, infos = policy.update(
+                params, opt_state, state.inputs, batch, update_key
+            )
+            visit = step // len(states) + 1
+            greedy_cost = math.nan
+            if visit % eval_every == 0 or step + 1 == steps:
+                greedy_cost = float(state.score(policy.greedy(params, state.inputs)[None])[0][0])
+            finite = costs[np.isfinite(costs)]
+            row = {
+                "step": step,
+                "graph": state.name,
+                "reward_mean": float(np.mean(rewards)),
+                "reward_max": float(np.max(rewards)),
+                "cost_mean": float(finite.mean()) if finite.size else math.inf,
+                "cost_min": float(finite.min()) if finite.size else math.inf,
+                "best_cost": state.best_cost,
+                "reference_cost": state.reference_cost,
+                "best_speedup": state.reference_cost / state.best_cost,
+                "greedy_cost": greedy_cost,
+                "loss": float(infos[0].total),
+                "approx_kl": float(infos[-1].approx_kl),
+                "wall_s": time.perf_counter() - began,
+            }
+            history.append(row)
+            bar.update(1)
+            bar.set_postfix(
+                graph=state.name, best=f"{row['best_speedup']:.3f}x", r=f"{row['reward_mean']:.3f}"
+            )
+            if time_limit_s is not None and row["wall_s"] >= time_limit_s:
+                break
+    finally:
+        bar.close()
+    for state in states:
+        if state.best is None:  # nothing feasible sampled: fall back to the greedy decode
+            state.score(policy.greedy(params, state.inputs)[None])
+    return ShardingTrainResult(
+        params,
+        policy.config,
+        history,
+        {s.name: s.best for s in states if s.best is not None},
+        {s.name: s.best_cost for s in states},
+        {s.name: s.reference_cost for s in states},
+        time.perf_counter() - began,
+    )
+
+
+def finetune(
+    sg: ShardingGraph,
+    params: Params,
+    *,
+    steps: int = 20,
+    samples: int = 16,
+    seed: int = 0,
+    learning_rate: float = 1e-3,
+    progress: bool = False,
+    config: ShardingPolicyConfig | None = None,
+) -> ShardingTrainResult:
+    """Trains given (e.g. pre-trained) parameters further on one graph, at most 50 steps.
+
+    Args:
+      sg: the graph.
+      params: the starting parameters.
+      steps: 1..50.
+      samples: choices per step.
+      seed: seed of the samples.
+      learning_rate: Adam's learning rate (fresh optimizer state).
+      progress: show a tqdm bar.
+      config: the configuration ``params`` belong to (default :class:`ShardingPolicyConfig`).
+
+    Returns:
+      The :class:`ShardingTrainResult` (graph name ``"graph"``).
+    """
+    if not 1 <= steps <= MAX_FINETUNE_STEPS:
+        raise ValueError(f"fine-tuning takes 1..{MAX_FINETUNE_STEPS} steps, got {steps}")
+    return train_sharding_policy(
+        [("graph", sg)], steps=steps, samples=samples, seed=seed,
+        learning_rate=learning_rate, progress=progress, params=params, config=config,
+    )  # fmt: skip
+
+
+# -- inference ----------------------------------------------------------------------------
+
+
+def shard_with_policy(
+    sg: ShardingGraph,
+    params: Params,
+    *,
+    samples: int = 0,
+    seed: int = 0,
+    config: ShardingPolicyConfig | None = None,
+) -> np.ndarray:
+    """The policy's choice for a graph, without training (zero-shot).
+
+    Args:
+      sg: the graph.
+      params: trained parameters.
+      samples: 0 for the greedy decode; else the best (lowest ``total_cost``, feasible
+        first) of the greedy decode and ``samples`` samples.
+      seed: PRNG seed of the samples.
+      config: the configuration ``params`` belong to (default :class:`ShardingPolicyConfig`).
+
+    Returns:
+      ``int64[n]``, a strategy per node.
+    """
+    policy = policy_for(config)
+    inputs = policy.prepare(sg)
+    choice = policy.greedy(params, inputs)
+    if samples <= 0:
+        return choice
+    drawn, _, _ = policy.sample(params, inputs, jax.random.key(seed), samples)
+    candidates = np.concatenate([choice[None], drawn])
+
+    def key(c: np.ndarray) -> tuple[bool, float]:
+        cost = total_cost(sg.problem, c)
+        return (not (math.isfinite(cost) and is_memory_feasible(sg.problem, c)), cost)
+
+    return min(candidates, key=key)
+
+
+def policy_method(
+    sg: ShardingGraph,
+    *,
+    seed: int = 0,
+    time_limit_s: float | None = None,
+    params: Params | None = None,
+) -> np.ndarray:
+    """The ``"policy"`` sharding method.
+
+    Args:
+      sg: the graph.
+      seed: seed of training / sampling.
+      time_limit_s: stop training after this many seconds (training only).
+      params: trained parameters (default :class:`ShardingPolicyConfig`) to decode with
+        zero-shot; None trains a fresh policy on ``sg`` for :data:`DEFAULT_METHOD_STEPS`
+        steps and returns the best choice it found.
+
+    Returns:
+      ``int64[n]``, a strategy per node.
+    """
+    if params is not None:
+        return shard_with_policy(sg, params, seed=seed)
+    result = train_sharding_policy(
+        [("graph", sg)], steps=DEFAULT_METHOD_STEPS, seed=seed, progress=False,
+        time_limit_s=time_limit_s,
+    )  # fmt: skip
+    return result.best["graph"]
+
+
+# -- persistence --------------------------------------------------------------------------
+
+
+def save_policy(
+    path: str | Path, params: Params, config: ShardingPolicyConfig | None = None
+) -> Path:
+    """Writes parameters and their configuration as one msgpack file (atomically).
+
+    Args:
+      path: the file to write.
+      params: the parameters.
+      config: their configuration (default :class:`ShardingPolicyConfig`).
+
+    Returns:
+      The path written.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    state = {
+        "params": serialization.to_state_dict(jax.device_get(params)),
+        "meta": json.dumps(
+            {"kind": "sharding_policy", "config": (config or ShardingPolicyConfig()).to_dict()}
+        ),
+    }
+    tmp = target.with_name(target.name + ".tmp")
+    tmp.write_bytes(serialization.msgpack_serialize(state))
+    os.replace(tmp, target)
+    return target
+
+
+def load_policy(path: str | Path) -> tuple[Params, ShardingPolicyConfig]:
+    """Reads a file written by :func:`save_policy`.
+
+    Args:
+      path: the file.
+
+    Returns:
+      ``(params, config)``.
+
+    Raises:
+      FileNotFoundError: no such file.
+      ValueError: the file is not a saved sharding policy.
+    """
+    target = Path(path)
+    if not target.is_file():
+        raise FileNotFoundError(f"no sharding policy at {target}")
+    try:
+        state = serialization.msgpack_restore(target.read_bytes())
+        meta = json.loads(state["meta"])
+        if meta.get("kind") != "sharding_policy":
+            raise ValueError(f"kind is {meta.get('kind')!r}")
+        config = ShardingPolicyConfig.from_dict(meta["config"])
+    except (KeyError, ValueError, TypeError) as error:
+        raise ValueError(f"{target} is not a saved sharding policy: {error}") from error
+    params = jax.tree.map(jnp.asarray, state["params"])
+    return params, config
