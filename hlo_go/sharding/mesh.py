@@ -5,14 +5,17 @@ coordinates ``(i, j)`` is cluster device ``4 * i + j``. Axis ``a`` groups device
 differ only in coordinate ``a``; collectives over a set of axes run in each group of
 devices that agree on every other coordinate.
 
-Collectives use the alpha-beta model of a ring over the group (``n`` devices, per-device
-payload ``S`` bytes, per-hop latency ``alpha``, bandwidth ``beta`` of the slowest link on
-the ring)::
+Collectives use the alpha-beta model of the algorithms collective libraries pick for
+them (Thakur, Rabenseifner and Gropp 2005): ``n`` devices, per-device payload ``S`` bytes,
+per-step latency ``alpha`` (the largest link latency in the group), bandwidth ``beta``
+(its slowest link), ``L = ceil(log2 n)`` steps of recursive doubling / halving::
 
-    all-gather      (n - 1) * alpha + (n - 1) / n * S_out / beta    S_out: gathered result
-    reduce-scatter  (n - 1) * alpha + (n - 1) / n * S_in / beta     S_in: unreduced input
-    all-reduce      2 * ((n - 1) * alpha + (n - 1) / n * S / beta)  (reduce-scatter + all-gather)
-    all-to-all      (n - 1) * alpha + (n - 1) / n * S / beta        S: per-device array
+    all-gather      L * alpha + (n - 1) / n * S_out / beta     S_out: gathered result
+    reduce-scatter  L * alpha + (n - 1) / n * S_in / beta      S_in: unreduced input
+    all-reduce      2 * (L * alpha + (n - 1) / n * S / beta)   (reduce-scatter + all-gather)
+    all-to-all      L * alpha + (n - 1) / n * S / beta         S: per-device array
+
+Small collectives cost latency steps, large ones the bytes each device must move.
 """
 
 from __future__ import annotations
@@ -85,8 +88,9 @@ class AxisLinks:
 
     Attributes:
       mesh: the mesh.
-      alpha: per-axis seconds per ring hop (the largest link latency on the ring).
-      beta: per-axis bytes/s (the smallest link bandwidth on the ring).
+      alpha: per-axis seconds per step (the largest link latency between the devices
+        along the axis).
+      beta: per-axis bytes/s (the smallest link bandwidth between them).
     """
 
     mesh: Mesh
@@ -95,7 +99,8 @@ class AxisLinks:
 
     @staticmethod
     def of(cluster: Cluster, mesh: Mesh) -> AxisLinks:
-        """Reads each axis's ring links from the cluster's link table.
+        """Reads each axis's links from the cluster's link table: the largest latency and
+        smallest bandwidth between any two devices that differ only along the axis.
 
         Raises:
           ValueError: the cluster has fewer devices than the mesh.
@@ -109,20 +114,19 @@ class AxisLinks:
         ids = mesh.device_ids
         alpha, beta = [], []
         for axis in range(mesh.num_axes):
-            # Every ring along the axis: devices in order along it, wrapping around.
-            rings = np.moveaxis(ids, axis, -1).reshape(-1, mesh.shape[axis])
-            src = rings.reshape(-1)
-            dst = np.roll(rings, -1, axis=1).reshape(-1)
-            hop = src != dst
-            if not hop.any():
+            groups = np.moveaxis(ids, axis, -1).reshape(-1, mesh.shape[axis])
+            src = np.repeat(groups, mesh.shape[axis], axis=1).reshape(-1)
+            dst = np.tile(groups, (1, mesh.shape[axis])).reshape(-1)
+            pair = src != dst
+            if not pair.any():
                 alpha.append(0.0)
                 beta.append(math.inf)
                 continue
-            alpha.append(float(links.latency[src[hop], dst[hop]].max()))
-            beta.append(float(links.bandwidth[src[hop], dst[hop]].min()))
+            alpha.append(float(links.latency[src[pair], dst[pair]].max()))
+            beta.append(float(links.bandwidth[src[pair], dst[pair]].min()))
         return AxisLinks(mesh, tuple(alpha), tuple(beta))
 
-    def _ring(self, axes: tuple[int, ...]) -> tuple[int, float, float]:
+    def _group(self, axes: tuple[int, ...]) -> tuple[int, float, float]:
         n = self.mesh.axes_size(axes)
         alpha = max((self.alpha[a] for a in axes), default=0.0)
         beta = min((self.beta[a] for a in axes), default=math.inf)
@@ -140,10 +144,10 @@ class AxisLinks:
         Returns:
           Seconds.
         """
-        n, alpha, beta = self._ring(axes)
+        n, alpha, beta = self._group(axes)
         if n <= 1:
             return 0.0
-        one_pass = (n - 1) * alpha + (n - 1) / n * nbytes / beta
+        one_pass = math.ceil(math.log2(n)) * alpha + (n - 1) / n * nbytes / beta
         if kind == "all-reduce":
             return 2.0 * one_pass
         if kind in COLLECTIVES:

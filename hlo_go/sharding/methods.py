@@ -35,6 +35,7 @@ from hlo_go.hlo import HloModule
 from hlo_go.sharding.build import ShardingGraph
 from hlo_go.sharding.greedy import solve_greedy
 from hlo_go.sharding.ilp import solve_ilp
+from hlo_go.sharding.problem import total_cost
 from hlo_go.sharding.spec import ShardSpec
 
 Method = Callable[..., np.ndarray]
@@ -51,22 +52,30 @@ def replicated(
     return np.zeros(sg.num_nodes, dtype=np.int64)
 
 
+def _cheapest(sg: ShardingGraph, choices: list[np.ndarray]) -> np.ndarray:
+    """The choice with the lowest ILP objective."""
+    costs = [total_cost(sg.problem, c) for c in choices]
+    return choices[int(np.argmin(costs))]
+
+
 def greedy(sg: ShardingGraph, *, seed: int = 0, time_limit_s: float | None = None) -> np.ndarray:
-    """Greedy in program order, then coordinate descent."""
+    """Greedy in program order, then coordinate descent; replicated if that is cheaper."""
     del seed, time_limit_s
-    return np.asarray(solve_greedy(sg.problem), dtype=np.int64)
+    found = np.asarray(solve_greedy(sg.problem), dtype=np.int64)
+    return _cheapest(sg, [found, np.zeros(sg.num_nodes, dtype=np.int64)])
 
 
 def ilp(sg: ShardingGraph, *, seed: int = 0, time_limit_s: float | None = None) -> np.ndarray:
-    """The ILP's best choice within the time limit (greedy's choice as the start)."""
-    start = greedy(sg)
+    """The ILP's best choice within the time limit, started from the cheapest of the
+    greedy, data-parallel and replicated choices (and never worse than it)."""
+    start = _cheapest(sg, [greedy(sg), data_parallel(sg)])
     result = solve_ilp(
         sg.problem,
         time_limit_s=ILP_TIME_LIMIT_S if time_limit_s is None else time_limit_s,
         initial=start,
         seed=seed,
     )
-    return np.asarray(result.choice, dtype=np.int64)
+    return _cheapest(sg, [np.asarray(result.choice, dtype=np.int64), start])
 
 
 def infer_batch_size(module: HloModule) -> int | None:

@@ -101,11 +101,13 @@ from hlo_go.rl.ppo import (
 from hlo_go.sharding.build import ShardingGraph
 from hlo_go.sharding.greedy import solve_greedy
 from hlo_go.sharding.problem import (
+    ShardingProblem,
     edge_cost_layout,
     is_memory_feasible,
     live_set_layout,
     total_cost,
 )
+from hlo_go.sharding.reduction import Reduction, reduce_problem
 from hlo_go.sharding.strategies import MAX_STRATEGIES
 
 Params = Any
@@ -120,7 +122,7 @@ TIME_SCALE_S = 1e-6
 # Per-strategy feature columns (see strategy_features).
 _STRATEGY_BASE = (
     "is_replicated",
-    "log_cost_ratio",
+    "log_cost_excess",
     "cost_delta",
     "pieces",
     "has_collective",
@@ -143,7 +145,7 @@ STRATEGY_FEATURE_NAMES: tuple[str, ...] = _STRATEGY_BASE + tuple(
 NODE_FEATURE_NAMES: tuple[str, ...] = (
     "log_num_strategies",
     "replicated_cost",
-    "best_log_cost_ratio",
+    "max_log_cost_excess",
     "greedy_pieces",
     *(f"mesh_axis{a}" for a in range(MAX_MESH_AXES)),
 )
@@ -157,6 +159,9 @@ MAX_FINETUNE_STEPS = 50
 
 PRIORS = ("greedy", "replicated", "none")
 """What fresh parameters may lean towards (:attr:`ShardingPolicyConfig.prior`)."""
+
+ACTION_SPACES = ("core", "full")
+"""What the policy decides (:attr:`ShardingPolicyConfig.action_space`)."""
 
 CREDITS = ("local", "global")
 """Credit assignment schemes (:attr:`ShardingPolicyConfig.credit`)."""
@@ -186,6 +191,10 @@ class ShardingPolicyConfig:
     infeasible_reward: float = -3.0
     # Score the greedy decode (and keep it if best) every this many steps of a graph.
     eval_every: int = 10
+    # Action space: "core" (the nodes and strategies left by the exact reductions of
+    # hlo_go.sharding.reduction; eliminated nodes follow their neighbours optimally) or
+    # "full" (every node, every strategy).
+    action_space: str = "core"
     # Credit assignment: "local" (each node's advantage from its own cost and its edges',
     # per-node PPO ratios) or "global" (GO's: one reward per sampled choice).
     credit: str = "local"
@@ -195,6 +204,10 @@ class ShardingPolicyConfig:
             raise ValueError(f"prior must be one of {PRIORS}, got {self.prior!r}")
         if self.prior == "greedy" and not self.greedy_features:
             raise ValueError("prior='greedy' needs greedy_features=True")
+        if self.action_space not in ACTION_SPACES:
+            raise ValueError(
+                f"action_space must be one of {ACTION_SPACES}, got {self.action_space!r}"
+            )
         if self.credit not in CREDITS:
             raise ValueError(f"credit must be one of {CREDITS}, got {self.credit!r}")
         if self.max_devices < 1 or self.eval_every < 1:
@@ -225,6 +238,91 @@ def _scaled_time(seconds: np.ndarray) -> np.ndarray:
     return np.arcsinh(np.asarray(seconds, np.float64) / TIME_SCALE_S) / 5.0
 
 
+class ActionProblem(NamedTuple):
+    """The problem the policy's actions are scored on, over the graph's node ids.
+
+    Attributes:
+      problem: a :class:`~hlo_go.sharding.ShardingProblem` on the same nodes and
+        strategy ids as ``sg.problem``. For the ``"core"`` action space, core nodes keep
+        the strategies the reductions left, priced with the costs folded into them, and
+        the core's edges; every other node has strategy 0 alone at cost 0 and no edge
+        (its strategy is decided by :meth:`expand`); no memory constraint (the budget is
+        checked on expanded choices).
+      reduction: the :class:`~hlo_go.sharding.reduction.Reduction`, or None (``"full"``).
+      constant: cost of the reduced parts: ``total_cost(sg.problem, expand(c)) ==
+        total_cost(problem, c) + constant``.
+    """
+
+    problem: ShardingProblem
+    reduction: Reduction | None
+    constant: float
+
+    def expand(self, actions: np.ndarray) -> np.ndarray:
+        """Per-node actions ``int[..., n]`` → full choices ``int64[..., n]``."""
+        actions = np.asarray(actions, np.int64)
+        if self.reduction is None:
+            return actions
+        nodes = self.reduction.core.nodes
+        flat = actions.reshape(-1, actions.shape[-1])
+        out = np.stack([self.reduction.expand(a[nodes]) for a in flat]).astype(np.int64)
+        return out.reshape(actions.shape)
+
+    def restrict(self, choices: np.ndarray) -> np.ndarray:
+        """Full choices ``int[..., n]`` → the actions that expand to them at core nodes
+        (0 at every other node)."""
+        choices = np.asarray(choices, np.int64)
+        if self.reduction is None:
+            return choices
+        out = np.zeros_like(choices)
+        nodes = self.reduction.core.nodes
+        out[..., nodes] = choices[..., nodes]
+        return out
+
+
+def action_problem(sg: ShardingGraph, config: ShardingPolicyConfig) -> ActionProblem:
+    """The problem the policy decides (see :class:`ActionProblem`).
+
+    Args:
+      sg: the prepared module.
+      config: ``action_space``.
+
+    Returns:
+      The :class:`ActionProblem`.
+    """
+    problem = sg.problem
+    if config.action_space == "full":
+        return ActionProblem(problem, None, 0.0)
+    reduction = reduce_problem(problem)
+    core = reduction.core
+    n = sg.num_nodes
+    width = problem.node_cost.shape[1]
+    counts = np.ones(n, np.int32)
+    node_cost = np.full((n, width), np.inf)
+    node_cost[:, 0] = 0.0
+    for i, v in enumerate(core.nodes.tolist()):
+        counts[v] = problem.num_strategies[v]
+        node_cost[v] = np.inf
+        node_cost[v, core.strategies[i]] = core.node_cost[i]
+    matrices = []
+    for (a, b), matrix in zip(core.edge_ends.tolist(), core.edge_cost, strict=True):
+        u, v = int(core.nodes[a]), int(core.nodes[b])
+        full = np.full((counts[u], counts[v]), np.inf)
+        full[np.ix_(core.strategies[a], core.strategies[b])] = matrix
+        matrices.append(full)
+    ends = np.asarray(core.edge_ends, np.int64).reshape(-1, 2)
+    embedded = ShardingProblem(
+        num_strategies=counts,
+        node_cost=node_cost,
+        node_memory=np.where(counts[:, None] > np.arange(width), problem.node_memory, 0.0),
+        edge_src=core.nodes[ends[:, 0]].astype(np.int32),
+        edge_dst=core.nodes[ends[:, 1]].astype(np.int32),
+        edge_cost=tuple(matrices),
+        live_sets=(),
+        memory_budget=math.inf,
+    )
+    return ActionProblem(embedded, reduction, float(core.constant))
+
+
 class StrategyFeatures(NamedTuple):
     """What the policy sees of a graph's strategies, in node-id order.
 
@@ -242,17 +340,32 @@ class StrategyFeatures(NamedTuple):
     prior: np.ndarray
 
 
-def strategy_features(sg: ShardingGraph, config: ShardingPolicyConfig) -> StrategyFeatures:
+def _greedy_hint(problem: ShardingProblem, valid: np.ndarray) -> np.ndarray:
+    """The cheaper of :func:`~hlo_go.sharding.solve_greedy`'s choice and the replicated
+    one (as the ``greedy`` method), ``int64[N]``."""
+    found = np.asarray(solve_greedy(problem), np.int64)
+    if not valid[:, 0].all():
+        return found
+    zeros = np.zeros_like(found)
+    return zeros if total_cost(problem, zeros) < total_cost(problem, found) else found
+
+
+def strategy_features(
+    sg: ShardingGraph, config: ShardingPolicyConfig, problem: ShardingProblem | None = None
+) -> StrategyFeatures:
     """Describes every strategy of every node (see the module docstring).
 
     Args:
-      sg: the prepared module.
+      sg: the prepared module (strategy structure: pieces, axes, collectives, memory).
       config: ``greedy_features`` and ``prior``.
+      problem: the problem the actions are scored on (default ``sg.problem``; the
+        policy passes its :func:`action_problem`): costs, edges and validity.
 
     Returns:
       The :class:`StrategyFeatures`.
     """
-    problem, mesh = sg.problem, sg.mesh
+    problem = sg.problem if problem is None else problem
+    mesh = sg.mesh
     n, kk = sg.num_nodes, MAX_STRATEGIES
     counts = np.asarray(problem.num_strategies, np.int64)
     width = problem.node_cost.shape[1]
@@ -265,11 +378,12 @@ def strategy_features(sg: ShardingGraph, config: ShardingPolicyConfig) -> Strate
     valid[none_valid, 0] = True
     cost_f = np.where(valid, cost, 0.0)
     memory = np.zeros((n, kk))
-    memory[:, :width] = problem.node_memory
+    memory[:, : sg.problem.node_memory.shape[1]] = sg.problem.node_memory
 
-    # Node costs against the replicated strategy.
-    base = cost_f[:, :1]
-    log_ratio = np.clip(np.log((cost_f + 1e-9) / (base + 1e-9)), -8.0, 8.0) / 4.0
+    # Node costs against the node's cheapest strategy.
+    base = np.where(valid, cost_f, np.inf).min(1, keepdims=True)
+    log_ratio = np.minimum(np.log1p((cost_f - base) / (np.abs(base) + 1e-7)), 8.0) / 4.0
+    log_ratio = np.where(valid, log_ratio, 0.0)
     delta = _scaled_time(cost_f - base)
     mem_ratio = np.where(memory[:, :1] > 0, memory / np.maximum(memory[:, :1], 1e-30), 1.0)
 
@@ -296,7 +410,7 @@ def strategy_features(sg: ShardingGraph, config: ShardingPolicyConfig) -> Strate
                     axes_cols[v, k, min(a, MAX_MESH_AXES - 1), column] = 1.0
 
     # Resharding with neighbours: replicated ones, the best case, and greedy's choice.
-    greedy = np.asarray(solve_greedy(problem), np.int64) if config.greedy_features else None
+    greedy = _greedy_hint(problem, valid) if config.greedy_features else None
     cap = 1.0  # seconds: forbidden pairs (inf) count as this much
     in_rep, in_best, out_rep, out_best = (np.zeros((n, kk)) for _ in range(4))
     in_greedy, out_greedy = np.zeros((n, kk)), np.zeros((n, kk))
@@ -313,7 +427,7 @@ def strategy_features(sg: ShardingGraph, config: ShardingPolicyConfig) -> Strate
             in_greedy[v, :kv] += m[greedy[u]]
             out_greedy[u, :ku] += m[:, greedy[v]]
     local_rep = cost_f + in_rep + out_rep
-    regret_rep = _scaled_time(local_rep - local_rep[:, :1])
+    regret_rep = _scaled_time(local_rep - np.where(valid, local_rep, np.inf).min(1, keepdims=True))
     is_greedy = np.zeros((n, kk))
     regret_greedy = np.zeros((n, kk))
     if greedy is not None:
@@ -345,7 +459,7 @@ def strategy_features(sg: ShardingGraph, config: ShardingPolicyConfig) -> Strate
     mesh_axes = np.zeros(MAX_MESH_AXES)
     for a, size in enumerate(mesh.shape[:MAX_MESH_AXES]):
         mesh_axes[a] = math.log2(size) / 3.0
-    best_ratio = np.where(valid, log_ratio, np.inf).min(1)
+    spread = np.where(valid, log_ratio, 0.0).max(1)
     greedy_pieces = pieces[np.arange(n), greedy] if greedy is not None else np.zeros(n)
     node = np.concatenate(
         [
@@ -353,7 +467,7 @@ def strategy_features(sg: ShardingGraph, config: ShardingPolicyConfig) -> Strate
                 [
                     np.log2(np.maximum(counts, 1)) / 5.0,
                     _scaled_time(cost_f[:, 0]),
-                    best_ratio,
+                    spread,
                     greedy_pieces,
                 ],
                 -1,
@@ -382,20 +496,27 @@ class ShardingInput(NamedTuple):
       order: ``int32[n]``, the node id at each real position.
       num_nodes: ``n``, the real nodes.
       num_devices: the mesh's device count (the graph embedding's ``D``).
+      action: the problem the actions are scored on, and the way from actions to full
+        choices (:class:`ActionProblem`).
     """
 
     graphs: jraph.GraphsTuple
     order: np.ndarray
     num_nodes: int
     num_devices: int
+    action: ActionProblem
 
     @property
     def bucket(self) -> tuple[int, int]:
         """(padded nodes, padded edges): the shapes a jitted function compiles for."""
         return int(self.graphs.nodes["features"].shape[0]), int(self.graphs.senders.shape[0])
 
+    def choices(self, actions: np.ndarray) -> np.ndarray:
+        """Per-position actions ``[..., P]`` → full choices ``int64[..., n]`` (node ids)."""
+        return self.action.expand(self.to_nodes(actions))
+
     def to_nodes(self, actions: np.ndarray) -> np.ndarray:
-        """Per-position actions ``[..., P]`` → per-node choices ``int64[..., n]``."""
+        """Per-position actions ``[..., P]`` → per-node actions ``int64[..., n]``."""
         actions = np.asarray(actions)
         out = np.empty((*actions.shape[:-1], self.num_nodes), np.int64)
         out[..., self.order] = actions[..., : self.num_nodes]
@@ -427,7 +548,8 @@ def prepare_sharding_input(sg: ShardingGraph, config: ShardingPolicyConfig) -> S
             f"mesh {sg.mesh} has {sg.mesh.size} devices; config.max_devices is {config.max_devices}"
         )
     base = prepare_input(sg.graph, config.network)
-    feats = strategy_features(sg, config)
+    action = action_problem(sg, config)
+    feats = strategy_features(sg, config, action.problem)
     n = sg.num_nodes
     size = base.graphs.nodes["features"].shape[0]
     order = base.order
@@ -446,7 +568,7 @@ def prepare_sharding_input(sg: ShardingGraph, config: ShardingPolicyConfig) -> S
     nodes["strategy"] = positions(feats.strategy)
     nodes["valid"] = valid
     nodes["prior"] = positions(feats.prior)
-    return ShardingInput(base.graphs._replace(nodes=nodes), order, n, sg.mesh.size)
+    return ShardingInput(base.graphs._replace(nodes=nodes), order, n, sg.mesh.size, action)
 
 
 # -- network ------------------------------------------------------------------------------
@@ -638,11 +760,12 @@ class ShardingPolicy:
 
         Returns:
           ``(choices, log_prob, value)``: ``int64[S, n]`` strategy per node (node-id
-          order), ``float32[S]`` their log-probabilities, and the value estimate.
+          order; with the core action space, eliminated nodes expanded), ``float32[S]``
+          their log-probabilities, and the value estimate.
         """
         inputs = self.prepare(sg)
         actions, log_prob, _, value = self._sample_positions(params, inputs, key, count)
-        return inputs.to_nodes(actions), np.asarray(log_prob), float(value)
+        return inputs.choices(actions), np.asarray(log_prob), float(value)
 
     def _sample_positions(
         self, params: Params, inputs: ShardingInput, key: jax.Array, count: int
@@ -654,17 +777,21 @@ class ShardingPolicy:
         return actions, log_prob, rows, float(value)
 
     def greedy(self, params: Params, sg: ShardingGraph | ShardingInput) -> np.ndarray:
-        """The most likely strategy of every node (``int64[n]``)."""
+        """The most likely action of every node, as a full choice (``int64[n]``)."""
         inputs = self.prepare(sg)
         actions = self._greedy_jit(params, inputs.graphs, self._devices(inputs))
-        return inputs.to_nodes(jax.device_get(actions))
+        return inputs.choices(jax.device_get(actions))
 
     def evaluate(
         self, params: Params, sg: ShardingGraph | ShardingInput, choices: np.ndarray
     ) -> tuple[jax.Array, jax.Array, jax.Array]:
-        """``(log_prob, entropy, value)``, ``float32[S]`` each, of choices ``int[S, n]``."""
+        """``(log_prob, entropy, value)``, ``float32[S]`` each, of choices ``int[S, n]``.
+
+        With the core action space only core nodes' strategies are scored (the others
+        follow from them); a strategy the reductions pruned has probability ~0.
+        """
         inputs = self.prepare(sg)
-        actions = inputs.to_positions(np.atleast_2d(choices))
+        actions = inputs.to_positions(inputs.action.restrict(np.atleast_2d(choices)))
         return self._evaluate_jit(params, inputs.graphs, self._devices(inputs), actions)
 
     def log_prob(
@@ -744,8 +871,11 @@ class _GraphState:
         self.best: np.ndarray | None = None
         self.best_cost = math.inf
 
-    def local_advantages(self, choices: np.ndarray) -> np.ndarray:
-        """Per-node advantages ``float64[S, n]`` of choices ``[S, n]`` (local credit).
+    def local_advantages(self, actions: np.ndarray) -> np.ndarray:
+        """Per-node advantages ``float64[S, n]`` of actions ``[S, n]`` (local credit).
+
+        Costs are those of the action problem (:class:`ActionProblem`: the reduced core,
+        or the full problem), whose total differs from the full choice's by a constant.
 
         Node ``v``'s cost in sample ``s`` is its node cost plus the cost of every edge it
         is an end of (forbidden pairs capped at ``t_ref``), plus, in a sample over the
@@ -756,8 +886,8 @@ class _GraphState:
         the other samples of the same node. Normalized to unit std over nodes with a
         choice.
         """
-        problem = self.sg.problem
-        c = np.asarray(choices, np.int64)
+        problem = self.inputs.action.problem
+        c = np.asarray(actions, np.int64)
         count, n = c.shape
         rows = np.arange(n)
         local = np.asarray(problem.node_cost)[rows, c]
@@ -913,11 +1043,13 @@ def train_sharding_policy(
             positions, old_log_prob, old_rows, value = policy._sample_positions(
                 params, state.inputs, sample_key, samples
             )
-            choices = state.inputs.to_nodes(positions)
-            costs, rewards = state.score(choices)
+            node_actions = state.inputs.to_nodes(positions)
+            costs, rewards = state.score(state.inputs.action.expand(node_actions))
             actions = jnp.asarray(positions)
             if policy.config.credit == "local":
-                advantages = state.inputs.to_positions(state.local_advantages(choices), np.float32)
+                advantages = state.inputs.to_positions(
+                    state.local_advantages(node_actions), np.float32
+                )
                 returns = jnp.broadcast_to(
                     jnp.asarray(rewards, jnp.float32)[:, None], actions.shape
                 )

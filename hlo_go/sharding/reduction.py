@@ -63,8 +63,8 @@ class CoreProblem(NamedTuple):
         costs folded in from reduced edges and eliminated nodes.
       node_memory: per core node, float64[K_i], memory of each allowed strategy.
       edge_ends: int64[F, 2], core-node indices ``(a, b)`` of each core edge.
-      edge_cost: per core edge, float64[K_a, K_b]; ``+inf`` forbids a pair. No row or
-        column is all ``+inf``.
+      edge_cost: per core edge, float64[K_a, K_b]; ``+inf`` forbids a pair. Each has a
+        finite entry (and after the reductions, each row and column has one).
       live_members: per memory constraint, int64 core-node indices of the members
         whose memory varies.
       live_capacity: float64[S], per memory constraint, the memory budget less every
@@ -165,6 +165,7 @@ class _Reducer:
         self.steps: list[_Step] = []
         self.node_queue: list[int] = []
         self.queued = np.zeros(self.n, bool)
+        self.touched = np.ones(self.n, bool)
         self.edge_queue: list[int] = []
         self.changed = False
 
@@ -185,6 +186,7 @@ class _Reducer:
         return m
 
     def push(self, v: int) -> None:
+        self.touched[v] = True
         if self.alive[v] and not self.queued[v]:
             self.queued[v] = True
             self.node_queue.append(v)
@@ -247,19 +249,23 @@ class _Reducer:
         """Prunes all-forbidden rows and columns; folds a separable matrix."""
         a, b = self.ends[e]
         m = self.mat[e]
-        finite = np.isfinite(m)
-        if not finite.all():
+        high = m.max()
+        if high == np.inf:
+            finite = np.isfinite(m)
             rows, cols = finite.any(axis=1), finite.any(axis=0)
             if not rows.all():
                 self.prune(a, rows)
             elif not cols.all():
                 self.prune(b, cols)
             return
-        residual = m - m[:, :1] - m[:1, :] + m[0, 0]
-        if np.abs(residual).max() <= _SEPARABLE_RTOL * np.abs(m).max():
-            self.remove_edge(e)
-            self.add_cost(a, m[:, 0].copy())
-            self.add_cost(b, m[0, :] - m[0, 0])
+        if m.shape[0] > 1 and m.shape[1] > 1:
+            shifted = m - m[:, :1]
+            residual = np.abs(shifted - shifted[:1, :]).max()
+            if residual > _SEPARABLE_RTOL * max(high, -m.min()):
+                return
+        self.remove_edge(e)
+        self.add_cost(a, m[:, 0].copy())
+        self.add_cost(b, m[0, :] - m[0, 0])
 
     def eliminate(self, v: int) -> None:
         """Minimizes out an uncoupled node with at most two neighbours."""
@@ -328,8 +334,11 @@ class _Reducer:
         self.coupled = coupled
 
     def prune_dominated(self) -> None:
-        """Prunes strategies another strategy of the same node dominates."""
-        for v in np.flatnonzero(self.alive):
+        """Prunes strategies another strategy of the same node dominates (nodes touched
+        since the last call only)."""
+        candidates = np.flatnonzero(self.alive & self.touched)
+        self.touched[:] = False
+        for v in candidates:
             size = len(self.strat[v])
             if size < 2:
                 continue
@@ -347,31 +356,53 @@ class _Reducer:
                 self.prune(int(v), ~dominated)
 
     def prune_by_bound(self, upper_bound: float) -> None:
-        """Prunes strategies and edge pairs that alone push the lower bound past it."""
+        """Prunes strategies and edge pairs that alone push the lower bound past it.
+
+        All tests use one snapshot, padded to ``[nodes, K]`` and ``[edges, K, K]``: the
+        lower bound is Σ node minima + Σ edge minima; strategy ``k`` of ``v`` adds its
+        excess over its node's minimum and, per incident edge, its row's minimum excess.
+        """
         alive = np.flatnonzero(self.alive)
-        edge_min = {e: float(m[np.isfinite(m)].min()) for e, m in self.mat.items()}
-        lower = (
-            self.constant + sum(float(self.cost[v].min()) for v in alive) + sum(edge_min.values())
-        )
+        if not alive.size:
+            return
+        width = max(len(self.strat[v]) for v in alive)
+        position = np.full(self.n, -1, np.int64)
+        position[alive] = np.arange(len(alive))
+        costs = np.full((len(alive), width), np.inf)
+        for i, v in enumerate(alive):
+            costs[i, : len(self.cost[v])] = self.cost[v]
+        edges = list(self.mat)
+        ends = np.array([self.ends[e] for e in edges], np.int64).reshape(-1, 2)
+        mats = np.full((len(edges), width, width), np.inf)
+        for f, e in enumerate(edges):
+            m = self.mat[e]
+            mats[f, : m.shape[0], : m.shape[1]] = m
+        edge_min = mats.min(axis=(1, 2)) if edges else np.zeros(0)
+        if not np.all(np.isfinite(edge_min)):  # every pair forbidden: simplify_edge reports it
+            self.edge_queue.extend(edges[f] for f in np.flatnonzero(~np.isfinite(edge_min)))
+            return
+        node_min = costs.min(axis=1)
+        lower = self.constant + float(node_min.sum()) + float(edge_min.sum())
         limit = upper_bound + _BOUND_RTOL * max(abs(upper_bound), abs(lower), 1e-300)
         if lower > limit:
             return  # an inconsistent bound: keep everything
-        for v in alive:
-            extra = self.cost[v] - self.cost[v].min()
-            for e in self.adj[v].values():
-                extra = extra + self.oriented(e, v).min(axis=1) - edge_min[e]
-            self.prune(int(v), lower + extra <= limit)
-        for e in list(self.mat):
-            m = self.mat[e]
-            finite = m[np.isfinite(m)]
-            if not finite.size:  # every pair forbidden: simplify_edge reports it
-                self.edge_queue.append(e)
-                continue
-            over = lower + (m - finite.min()) > limit
-            if over.any():
-                self.mat[e] = np.where(over, np.inf, m)
+        extra = costs - node_min[:, None]
+        if edges:
+            np.add.at(extra, position[ends[:, 0]], mats.min(axis=2) - edge_min[:, None])
+            np.add.at(extra, position[ends[:, 1]], mats.min(axis=1) - edge_min[:, None])
+            over = lower + (mats - edge_min[:, None, None]) > limit
+            for f in np.flatnonzero((over & np.isfinite(mats)).any(axis=(1, 2))):
+                e = edges[f]
+                m = self.mat[e]
+                self.mat[e] = np.where(over[f, : m.shape[0], : m.shape[1]], np.inf, m)
                 self.edge_queue.append(e)
                 self.changed = True
+        keep = lower + extra <= limit
+        sizes = np.array([len(self.strat[v]) for v in alive])
+        real = np.arange(width)[None, :] < sizes[:, None]
+        for i in np.flatnonzero((real & ~keep).any(axis=1)):
+            v = int(alive[i])
+            self.prune(v, keep[i, : len(self.strat[v])])
 
     # ------------------------------------------------------------------ core
 
@@ -485,9 +516,8 @@ def _unreduced(problem: ShardingProblem, reducer: _Reducer) -> Reduction:
     for e, matrix in enumerate(problem.edge_cost):
         u, v = int(src[e]), int(dst[e])
         m = reducer.restrict(u, v, matrix)
-        finite = np.isfinite(m)
-        if not (finite.any(axis=1).all() and finite.any(axis=0).all()):
-            raise InfeasibleProblem(f"edge {e}: a strategy of {u} or {v} has no allowed pair")
+        if not np.isfinite(m).any():
+            raise InfeasibleProblem(f"edge {e} ({u} -> {v}): every pair is forbidden")
         matrices.append(m)
     index = np.arange(reducer.n, dtype=np.int64)
     members, capacity = reducer.live_constraints(index)
