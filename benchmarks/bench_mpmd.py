@@ -33,16 +33,14 @@ The measurements run in a child process so that JAX starts with 8 CPU devices
 
 from __future__ import annotations
 
-import json
-import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from typing import Any
 
 from rich.console import Console
+
+from benchmarks._child import child_main, run_in_child
 
 MAX_SEGMENTS = 600
 BUDGET_S = 45 * 60
@@ -337,24 +335,8 @@ def measure(quick: bool) -> dict[str, Any]:
 
 def run(*, quick: bool = False) -> dict[str, Any]:
     """Runs :func:`measure` in a child process with 8 virtual CPU devices."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "mpmd.json")
-        command = [sys.executable, "-m", "benchmarks.bench_mpmd", out]
-        if quick:
-            command.append("--quick")
-        subprocess.run(command, check=True)
-        with open(out) as f:
-            return json.load(f)
-
-
-def _main(argv: list[str]) -> None:
-    import jax
-
-    jax.config.update("jax_num_cpu_devices", 8)
-    result = measure("--quick" in argv)
-    with open(argv[0], "w") as f:
-        json.dump(result, f)
+    return run_in_child("benchmarks.bench_mpmd", quick=quick)
 
 
 if __name__ == "__main__":
-    _main(sys.argv[1:])
+    child_main(measure, sys.argv[1:])

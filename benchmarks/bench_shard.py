@@ -26,17 +26,15 @@ headline ratios.
 
 from __future__ import annotations
 
-import json
-import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from typing import Any
 
 import numpy as np
 from rich.console import Console
+
+from benchmarks._child import child_main, run_in_child
 
 GRAPHS = ("mlp", "gpt2_l2", "bert_l2", "transformer_xl_l2", "resnet_26", "gpt2_l8")
 CPU_GRAPHS = ("mlp", "gpt2_l2", "bert_l2", "resnet_26")
@@ -223,14 +221,7 @@ def _geomean(values: list[float]) -> float | None:
 
 def run(*, quick: bool = False) -> dict[str, Any]:
     """Runs :func:`measure` in a child process with 8 virtual CPU devices."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "shard.json")
-        command = [sys.executable, "-m", "benchmarks.bench_shard", out]
-        if quick:
-            command.append("--quick")
-        subprocess.run(command, check=True)
-        with open(out) as f:
-            result = json.load(f)
+    result = run_in_child("benchmarks.bench_shard", quick=quick)
     # The table the harness prints: one row per graph x cluster, step ms per method.
     table: dict[tuple[str, str], dict[str, Any]] = {}
     for r in result["rows"]:
@@ -244,14 +235,5 @@ def run(*, quick: bool = False) -> dict[str, Any]:
     return result
 
 
-def _main(argv: list[str]) -> None:
-    import jax
-
-    jax.config.update("jax_num_cpu_devices", 8)
-    result = measure("--quick" in argv)
-    with open(argv[0], "w") as f:
-        json.dump(result, f)
-
-
 if __name__ == "__main__":
-    _main(sys.argv[1:])
+    child_main(measure, sys.argv[1:])

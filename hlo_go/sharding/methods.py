@@ -2,7 +2,7 @@
 
 Every method is ``method(sg: ShardingGraph, *, seed=0, time_limit_s=None) -> np.ndarray``
 (a strategy index per node), registered in :data:`METHODS`; :func:`get` looks one up.
-The learned policy is added by :mod:`hlo_go.sharding.policy` under ``"policy"``.
+``policy`` is the learned sharding policy (:mod:`hlo_go.sharding.policy`).
 
 * ``replicated``: every node whole on every device (the unsharded program, repeated).
 * ``dp``: data parallel over the whole mesh. The batch size is the leading dimension of
@@ -214,12 +214,21 @@ def megatron(
     return _masked_greedy(sg, allowed)
 
 
+def policy(sg: ShardingGraph, *, seed: int = 0, time_limit_s: float | None = None) -> np.ndarray:
+    """The learned sharding policy, trained with PPO on this graph within the time limit
+    (:func:`hlo_go.sharding.policy.policy_method`); the best choice it sampled."""
+    from hlo_go.sharding.policy import policy_method
+
+    return policy_method(sg, seed=seed, time_limit_s=time_limit_s)
+
+
 METHODS: dict[str, Method] = {
     "replicated": replicated,
     "dp": data_parallel,
     "megatron": megatron,
     "greedy": greedy,
     "ilp": ilp,
+    "policy": policy,
 }
 
 
