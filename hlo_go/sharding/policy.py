@@ -26,29 +26,50 @@ self-contained and *reuses the GO modules by import*:
   ``ℓ_{v,k}`` is masked to :data:`~hlo_go.policy.MASKED_LOGIT` for ``k ≥ K_v`` and for
   forbidden (infinite-cost) strategies, and actions go through
   :func:`hlo_go.policy.choose` (masked categorical, inverse-CDF sampling);
-* PPO from :mod:`hlo_go.rl.ppo` (clipped surrogate, value loss, entropy bonus, Optax
-  Adam with gradient clipping, :func:`~hlo_go.rl.ppo.ppo_update_step` and
-  :func:`~hlo_go.rl.ppo.minibatch_epochs`).
+* PPO from :mod:`hlo_go.rl.ppo` (clipped surrogate, value loss, entropy bonus (off by
+  default), Optax Adam with gradient clipping: :func:`~hlo_go.rl.ppo.ppo_update_step`,
+  and :func:`~hlo_go.rl.ppo.minibatch_epochs` for global credit).
 
 The head is not autoregressive (as in GO, every node's strategy is drawn independently
 given the embeddings), so the network runs **once** per step: ``S`` samples are ``S``
 draws from the same logits, and scoring ``B`` action sets in a PPO update is one
 forward pass plus a gather.
 
-**Strategy features** (``s_{v,k}``, all scale-free or in asinh of microseconds, so they
-mean the same on every graph): whether ``k`` is the replicated strategy; log of
-``node_cost[v,k] / node_cost[v,0]`` and the node-cost difference; the pieces the work is
-split into (``log mesh.axes_size(work_axes) / log mesh.size``); whether it runs a
-collective itself and what it costs; the output memory ratio; for each mesh axis
-whether it splits the output's leading, last or a middle dimension and whether it
-divides the work; the resharding costs with producers and consumers that stay
-replicated, and at best; and, with ``greedy_features`` (default), whether ``k`` is the
-greedy solver's choice (:func:`hlo_go.sharding.solve_greedy`, milliseconds) and the
-cost of switching node ``v`` alone to ``k`` when every other node keeps greedy's choice.
-With ``prior="greedy"`` the learnable scalar ``ρ`` (initialized to ``prior_bias``)
-multiplies the greedy indicator, so untrained samples explore around greedy's choice,
-as the GO trainer's ``prior_bias`` starts near a baseline (``"replicated"``: around
-strategy 0; ``"none"``: the network's own initialization).
+**Action space** (``action_space``). ``"core"`` (default): the problem is first shrunk by
+the exact reductions of :mod:`hlo_go.sharding.reduction` (the ILP's preprocessing:
+variable elimination of chains and trees, dominated strategies pruned); the policy
+decides the core nodes among their remaining strategies, every eliminated node then
+takes its best strategy given them (:meth:`Reduction.expand`), and the reward sees the
+full choice. Since independent per-node sampling cannot coordinate a whole chain of
+nodes switching layout together, this is what lets a factorized policy reach such
+moves. ``"full"``: every node over all its strategies.
+
+**Credit** (``credit``). ``"local"`` (default): the cost is a sum of node and edge
+terms, and the nodes are drawn independently given the logits, so the terms that do not
+involve node ``v`` have zero expected effect on ``v``'s gradient: ``v``'s advantage is
+minus its own cost and that of its incident edges (over ``t_ref``), against the mean of
+the other samples, and PPO clips each node's own ratio — an unbiased, far lower-variance
+estimator than one reward for a choice of thousands of nodes. ``"global"``: GO's, one
+reward ``r`` per sampled choice with a value baseline, the log-probability summed over
+nodes.
+
+**Strategy features** (``s_{v,k}``, scale-free or in asinh of microseconds, so they mean
+the same on every graph; costs are those of the problem the actions are scored on):
+whether ``k`` is the replicated strategy; ``log(1 + excess)`` of its node cost over the
+node's cheapest strategy, and the difference in time; the pieces the work is split into
+(``log mesh.axes_size(work_axes) / log mesh.size``); whether it runs a collective
+itself and its cost; the output-memory ratio to replicated; for each mesh axis whether
+it splits the output's leading, last or a middle dimension and whether it divides the
+work; the resharding costs with producers and consumers that stay replicated, and at
+best; the cost of switching ``v`` alone to ``k`` while its neighbours stay replicated;
+and, with ``greedy_features`` (default), whether ``k`` is the greedy choice (the cheaper
+of :func:`hlo_go.sharding.solve_greedy` and replicated, milliseconds) and the cost of
+switching ``v`` alone to ``k`` while every other node keeps it. With ``prior="greedy"``
+(default) the learnable scalar ``ρ`` (initialized to ``prior_bias``) multiplies the
+greedy indicator, so untrained samples explore around greedy's choice, as the GO
+trainer's ``prior_bias`` starts near a baseline (``"replicated"``: around strategy 0;
+``"none"``: the network's own initialization). Without a prior, training converged to
+worse local optima (replicated-like) on gpt2/bert.
 
 **Reward.** ``r = log(t_ref / total_cost(choice))`` with ``t_ref`` the cost of the
 data-parallel choice (``reference="dp"``) or another method's; a choice that breaks the
@@ -626,29 +647,24 @@ class ShardingNetwork(nn.Module):
 
 
 class ShardingPolicy:
-    """The sharding network behind jitted sample / greedy / log-prob / value / update.
+    """The sharding network behind jitted sample / greedy / log-prob / value functions.
 
     Each jitted function compiles once per bucket (:func:`hlo_go.policy.policy_bucket`)
-    and per sample count; :attr:`trace_counts` counts the traces.
+    and per sample count; :attr:`trace_counts` counts the traces. PPO updates are
+    :class:`ShardingLearner`'s.
 
     Args:
       config: network sizes and reward settings.
-      ppo: PPO loss and optimizer settings.
     """
 
-    def __init__(
-        self, config: ShardingPolicyConfig | None = None, ppo: PPOConfig | None = None
-    ) -> None:
+    def __init__(self, config: ShardingPolicyConfig | None = None) -> None:
         self.config = config or ShardingPolicyConfig()
-        self.ppo = ppo or _ppo_default()
         self.network = ShardingNetwork(self.config)
-        self.optimizer = make_optimizer(self.ppo)
         self.traces: dict[str, int] = {}
         self._init_jit = jax.jit(self._init_fn)
         self._sample_jit = jax.jit(self._sample_fn, static_argnums=4)
         self._greedy_jit = jax.jit(self._greedy_fn)
         self._evaluate_jit = jax.jit(self._evaluate_fn)
-        self._update_jit = jax.jit(self._update_fn)
 
     @property
     def trace_counts(self) -> dict[str, int]:
@@ -710,23 +726,6 @@ class ShardingPolicy:
     def _evaluate_fn(self, params: Params, graphs: Any, devices: jax.Array, actions: jax.Array):
         self._count("evaluate")
         return self._scores(params, graphs, devices, actions)
-
-    def _update_fn(
-        self,
-        params: Params,
-        opt_state: optax.OptState,
-        graphs: Any,
-        devices: jax.Array,
-        batch: PPOBatch,
-    ):
-        self._count("update")
-
-        scores = self._row_scores if self.config.credit == "local" else self._scores
-
-        def evaluate(p: Params, data: jax.Array):
-            return scores(p, graphs, devices, data)
-
-        return ppo_update_step(params, opt_state, batch, evaluate, self.optimizer, self.ppo)
 
     # -- public ---------------------------------------------------------------------------
 
@@ -806,6 +805,39 @@ class ShardingPolicy:
         zero = np.zeros((1, inputs.num_nodes), np.int64)
         return float(self.evaluate(params, inputs, zero)[2][0])
 
+
+class ShardingLearner:
+    """PPO updates of a :class:`ShardingPolicy` (one jitted step per bucket).
+
+    Args:
+      policy: the policy.
+      ppo: PPO loss and optimizer settings.
+    """
+
+    def __init__(self, policy: ShardingPolicy, ppo: PPOConfig) -> None:
+        self.policy, self.ppo = policy, ppo
+        self.optimizer = make_optimizer(ppo)
+        self._update_jit = jax.jit(self._update_fn)
+
+    def _update_fn(
+        self,
+        params: Params,
+        opt_state: optax.OptState,
+        graphs: Any,
+        devices: jax.Array,
+        batch: PPOBatch,
+    ):
+        self.policy._count("update")
+
+        scores = (
+            self.policy._row_scores if self.policy.config.credit == "local" else self.policy._scores
+        )
+
+        def evaluate(p: Params, data: jax.Array):
+            return scores(p, graphs, devices, data)
+
+        return ppo_update_step(params, opt_state, batch, evaluate, self.optimizer, self.ppo)
+
     def update(
         self,
         params: Params,
@@ -822,8 +854,8 @@ class ShardingPolicy:
         ``float32[B, P]`` per-node advantages (already normalized), and each epoch is one
         whole-batch step of the same PPO loss over the ``B × P`` per-node ratios.
         """
-        graphs, devices = inputs.graphs, self._devices(inputs)
-        if self.config.credit == "local":
+        graphs, devices = inputs.graphs, self.policy._devices(inputs)
+        if self.policy.config.credit == "local":
             infos = []
             for _ in range(self.ppo.epochs):
                 params, opt_state, info = self._update_jit(
@@ -838,18 +870,27 @@ class ShardingPolicy:
         return minibatch_epochs(params, opt_state, batch, step, key, self.ppo)
 
 
-_POLICIES: dict[tuple[ShardingPolicyConfig, PPOConfig], ShardingPolicy] = {}
+_POLICIES: dict[ShardingPolicyConfig, ShardingPolicy] = {}
+_LEARNERS: dict[tuple[ShardingPolicyConfig, PPOConfig], ShardingLearner] = {}
 
 
-def policy_for(
-    config: ShardingPolicyConfig | None = None, ppo: PPOConfig | None = None
-) -> ShardingPolicy:
+def policy_for(config: ShardingPolicyConfig | None = None) -> ShardingPolicy:
     """The :class:`ShardingPolicy` of a configuration, shared per process (so its jitted
     functions compile once per bucket)."""
+    config = config or ShardingPolicyConfig()
+    if config not in _POLICIES:
+        _POLICIES[config] = ShardingPolicy(config)
+    return _POLICIES[config]
+
+
+def learner_for(
+    config: ShardingPolicyConfig | None = None, ppo: PPOConfig | None = None
+) -> ShardingLearner:
+    """The :class:`ShardingLearner` of a configuration and PPO settings, shared per process."""
     key = (config or ShardingPolicyConfig(), ppo or _ppo_default())
-    if key not in _POLICIES:
-        _POLICIES[key] = ShardingPolicy(*key)
-    return _POLICIES[key]
+    if key not in _LEARNERS:
+        _LEARNERS[key] = ShardingLearner(policy_for(key[0]), key[1])
+    return _LEARNERS[key]
 
 
 # -- training -----------------------------------------------------------------------------
@@ -1026,13 +1067,14 @@ def train_sharding_policy(
     if samples < 2:
         raise ValueError(f"samples must be >= 2 (advantages need a spread), got {samples}")
     ppo = dataclasses.replace(ppo or _ppo_default(), learning_rate=learning_rate)
-    policy = policy_for(config, ppo)
+    learner = learner_for(config, ppo)
+    policy = learner.policy
     states = [_GraphState(name, sg, policy) for name, sg in _named(graphs)]
     began = time.perf_counter()
     root = jax.random.key(seed)
     template = policy.init(jax.random.fold_in(root, _INIT_STREAM), states[0].inputs)
     params = template if params is None else restore_params(template, params)
-    opt_state = policy.optimizer.init(params)
+    opt_state = learner.optimizer.init(params)
     history: list[dict[str, Any]] = []
     eval_every = policy.config.eval_every
     bar = tqdm(total=steps, desc="sharding policy", disable=not progress)
@@ -1059,7 +1101,7 @@ def train_sharding_policy(
                 batch = PPOBatch(
                     actions, jnp.asarray(old_log_prob, jnp.float32), returns - value, returns
                 )
-            params, opt_state, infos = policy.update(
+            params, opt_state, infos = learner.update(
                 params, opt_state, state.inputs, batch, update_key
             )
             visit = step // len(states) + 1
@@ -1184,6 +1226,7 @@ def policy_method(
     seed: int = 0,
     time_limit_s: float | None = None,
     params: Params | None = None,
+    config: ShardingPolicyConfig | None = None,
 ) -> np.ndarray:
     """The ``"policy"`` sharding method.
 
@@ -1191,18 +1234,19 @@ def policy_method(
       sg: the graph.
       seed: seed of training / sampling.
       time_limit_s: stop training after this many seconds (training only).
-      params: trained parameters (default :class:`ShardingPolicyConfig`) to decode with
-        zero-shot; None trains a fresh policy on ``sg`` for :data:`DEFAULT_METHOD_STEPS`
-        steps and returns the best choice it found.
+      params: trained parameters to decode with zero-shot (greedy decode); None trains
+        a fresh policy on ``sg`` for :data:`DEFAULT_METHOD_STEPS` steps and returns the
+        best choice it found.
+      config: the policy configuration (default :class:`ShardingPolicyConfig`).
 
     Returns:
       ``int64[n]``, a strategy per node.
     """
     if params is not None:
-        return shard_with_policy(sg, params, seed=seed)
+        return shard_with_policy(sg, params, seed=seed, config=config)
     result = train_sharding_policy(
         [("graph", sg)], steps=DEFAULT_METHOD_STEPS, seed=seed, progress=False,
-        time_limit_s=time_limit_s,
+        config=config, time_limit_s=time_limit_s,
     )  # fmt: skip
     return result.best["graph"]
 
