@@ -56,6 +56,10 @@ class ShardingGraph(NamedTuple):
       edge_slot: ``int32[E]`` the operand position of each edge at its consumer.
       base_s: ``float64[N]`` one-device seconds of each node without launch overhead.
       launch_s: ``float64[N]`` launch overhead of each node (0 for views and holders).
+      operands: per node, the node ids of its operands, in operand order.
+      live_first: ``int64[N]`` the first program position each node's output is live at
+        (0 for parameters).
+      live_last: ``int64[N]`` the last (the end for the program's outputs).
       problem: the :class:`~hlo_go.sharding.problem.ShardingProblem` the methods solve.
     """
 
@@ -68,6 +72,9 @@ class ShardingGraph(NamedTuple):
     edge_slot: np.ndarray
     base_s: np.ndarray
     launch_s: np.ndarray
+    operands: tuple[tuple[int, ...], ...]
+    live_first: np.ndarray
+    live_last: np.ndarray
     problem: ShardingProblem
 
     @property
@@ -239,7 +246,7 @@ def _node_times(graph: OpGraph, cluster: Cluster) -> tuple[np.ndarray, np.ndarra
     return base.astype(np.float64), launch.astype(np.float64)
 
 
-def _live_sets(
+def _live_range(
     num_nodes: int, senders: np.ndarray, receivers: np.ndarray, root: int, params: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """(first, last) program position each node's output is live at."""
@@ -341,7 +348,7 @@ def build_sharding(
     params = np.array(
         [i for i, x in enumerate(instructions) if x.opcode == "parameter"], dtype=np.int64
     )
-    first, last = _live_sets(n, edge_src, edge_dst, root, params)
+    first, last = _live_range(n, edge_src, edge_dst, root, params)
     live_sets = _checkpoints(first, last, node_memory[:, 0])
     budget = float(cluster.devices[0].memory_capacity if memory_budget is None else memory_budget)
     problem = ShardingProblem(
@@ -354,21 +361,21 @@ def build_sharding(
         live_sets=live_sets,
         memory_budget=budget,
     )
+    operands = tuple(tuple(index[o] for o in instr.operands) for instr in instructions)
     return ShardingGraph(
         module, graph, mesh, cluster, links, strategies, np.array(slot, dtype=np.int32),
-        base, launch, problem,
+        base, launch, operands, first, last, problem,
     )  # fmt: skip
 
 
-def live_intervals(sg: ShardingGraph) -> tuple[np.ndarray, np.ndarray]:
-    """``(first, last)``: the program positions each node's output is live between."""
-    entry = sg.module.entry
-    params = np.array(
-        [i for i, x in enumerate(entry.instructions) if x.opcode == "parameter"], dtype=np.int64
-    )
-    root = [x.name for x in entry.instructions].index(entry.root_name)
-    p = sg.problem
-    return _live_sets(sg.num_nodes, p.edge_src, p.edge_dst, root, params)
+def live_bytes(first: np.ndarray, last: np.ndarray, nbytes: np.ndarray) -> np.ndarray:
+    """``float64[N]``: bytes live at each program position, each node's ``nbytes`` counted
+    from ``first`` to ``last``."""
+    n = len(first)
+    delta = np.zeros(n + 1)
+    np.add.at(delta, first, nbytes)
+    np.add.at(delta, last + 1, -nbytes)
+    return np.cumsum(delta)[:n]
 
 
 def _checkpoints(first: np.ndarray, last: np.ndarray, nbytes: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -376,12 +383,8 @@ def _checkpoints(first: np.ndarray, last: np.ndarray, nbytes: np.ndarray) -> tup
     n = len(first)
     if n == 0:
         return ()
-    delta = np.zeros(n + 1)
-    np.add.at(delta, first, nbytes)
-    np.add.at(delta, last + 1, -nbytes)
-    live = np.cumsum(delta)[:n]
     positions = set(np.linspace(0, n - 1, num=min(n, MEMORY_CHECKPOINTS)).astype(int).tolist())
-    positions.add(int(np.argmax(live)))
+    positions.add(int(np.argmax(live_bytes(first, last, nbytes))))
     return tuple(
         np.flatnonzero((first <= t) & (last >= t) & (nbytes > 0)).astype(np.int32)
         for t in sorted(positions)

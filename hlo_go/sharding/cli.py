@@ -27,8 +27,6 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from hlo_go.hlo import HloModule
-
 
 def add_shard_command(subparsers: Any) -> argparse.ArgumentParser:
     """Adds ``shard`` to an ``argparse`` subparsers object (``func``: :func:`cmd_shard`).
@@ -64,20 +62,6 @@ def add_shard_command(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _load_module(source: str, stage: str) -> tuple[HloModule, str]:
-    from hlo_go.hlo import load_hlo
-
-    path = Path(source)
-    if path.exists():
-        return load_hlo(path), str(path)
-    from hlo_go import corpus
-
-    try:
-        return corpus.load(source, stage), f"corpus {source} ({stage})"
-    except KeyError:
-        raise FileNotFoundError(f"{source!r} is neither a file nor a corpus graph") from None
-
-
 def _want_devices(count: int) -> None:
     """Asks JAX for ``count`` CPU devices if it has not started yet."""
     import jax
@@ -91,14 +75,14 @@ def cmd_shard(args: argparse.Namespace, console: Console) -> int:
     """Runs ``hlo-go shard``; returns the exit code."""
     from hlo_go.sharding import Mesh, build_sharding, get, simulate_sharding
     from hlo_go.sharding.lower import annotate, measure_sharding
-    from hlo_go.sim.cli import _load_cluster
+    from hlo_go.sim.cli import load_cluster_arg, load_module
 
     try:
         mesh = Mesh.parse(args.mesh)
         if args.measure:
             _want_devices(mesh.size)
-        cluster = _load_cluster(args.cluster)
-        module, source = _load_module(args.module, args.stage)
+        cluster = load_cluster_arg(args.cluster)
+        module, source = load_module(args.module, args.stage)
         started = time.perf_counter()
         sg = build_sharding(module, mesh, cluster)
     except (KeyError, ValueError) as error:

@@ -69,7 +69,7 @@ def annotate(sg: ShardingGraph, choice: np.ndarray) -> HloModule:
         if strategy.output is not None:
             sharding = spec_text(strategy.output, mesh)
         elif instr.name == root and instr.opcode == "tuple":
-            sharding = _root_tuple_sharding(sg, choice, instr)
+            sharding = _root_tuple_sharding(sg, choice, v)
         else:
             # Tuple-shaped values inside the program (loop states, calls' results) are
             # left to XLA's sharding propagation: annotating them trips XLA on loops
@@ -90,16 +90,15 @@ def annotate(sg: ShardingGraph, choice: np.ndarray) -> HloModule:
     )
 
 
-def _root_tuple_sharding(sg: ShardingGraph, choice: np.ndarray, root: HloInstruction) -> str:
-    index = {x.name: i for i, x in enumerate(sg.module.entry.instructions)}
+def _root_tuple_sharding(sg: ShardingGraph, choice: np.ndarray, root: int) -> str:
+    """The tuple sharding of the ROOT tuple: each output as its producer wrote it."""
     parts = []
-    for name in root.operands:
-        u = index[name]
+    for u in sg.operands[root]:
         spec = sg.strategies[u][int(choice[u])].output
         shape = sg.module.entry.instructions[u].shape
         parts.append(spec_text(spec, sg.mesh) if spec is not None else _replicated_text(shape))
-    text = "{" + ", ".join(p[1:-1] if p.startswith("{{") else p for p in parts) + "}"
-    return text
+    # A tuple-shaped output's leaves join the outer tuple's list.
+    return "{" + ", ".join(p[1:-1] if p.startswith("{{") else p for p in parts) + "}"
 
 
 def _slug(spec: ShardSpec) -> str:
@@ -154,17 +153,18 @@ def measure_sharding(
     """
     import jax
 
-    from hlo_go.xla import compile_hlo_text, random_inputs, time_interleaved
+    from hlo_go.xla import compile_hlo_text, random_inputs, run_executable, time_interleaved
     from hlo_go.xla.spmd import check_spmd
 
     text = annotate(sg, choice).to_text()
     args = random_inputs(sg.module)
-    check = check_spmd(text, sg.mesh.size, args)
+    # The unsharded module, compiled once: the reference outputs and the timing baseline.
+    plain = compile_hlo_text(sg.module.to_text())
+    check = check_spmd(text, sg.mesh.size, args, reference=run_executable(plain, args))
     sharded_s = unsharded_s = None
     if time_runs and check.correct:
         exe = check.executable
         placed = exe.put(args)
-        plain = compile_hlo_text(sg.module.to_text())
         device = plain.local_devices()[0]
         buffers = [jax.device_put(a, device) for a in args]
         timing = time_interleaved(

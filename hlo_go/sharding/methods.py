@@ -150,7 +150,6 @@ def data_parallel(
     batch = batch_size if batch_size is not None else infer_batch_size(sg.module)
     inputs = _batch_inputs(sg, batch, group)
     instructions = sg.module.entry.instructions
-    index = {x.name: i for i, x in enumerate(instructions)}
     allowed: list[list[int]] = []
     # Specs each node may write: propagated from the batch-split inputs.
     writes: list[set[ShardSpec | None]] = []
@@ -163,10 +162,9 @@ def data_parallel(
             for k, s in enumerate(options):
                 if s.work_axes not in ((), group):
                     continue
-                operands = [index[o] for o in instr.operands]
                 if all(
                     need is None or not any(need) or need in writes[u]
-                    for need, u in zip(s.operands, operands, strict=True)
+                    for need, u in zip(s.operands, sg.operands[v], strict=True)
                 ):
                     ks.append(k)
             # Where the batch arrives split, the node stays split (sharding propagation).
@@ -192,11 +190,10 @@ def megatron(
     batch = batch_size if batch_size is not None else infer_batch_size(sg.module)
     fixed = _batch_inputs(sg, batch, data) if data else {}
     instructions = sg.module.entry.instructions
-    index = {x.name: i for i, x in enumerate(instructions)}
-    for instr in instructions:
+    for v, instr in enumerate(instructions):
         if instr.opcode != "dot" or len(instr.operands) != 2:
             continue
-        w = index[instr.operands[1]]
+        w = sg.operands[v][1]
         weight = instructions[w]
         if weight.opcode != "parameter" or weight.shape.rank != 2 or w in fixed:
             continue

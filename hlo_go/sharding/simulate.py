@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from hlo_go.sharding.build import ShardingGraph, live_intervals
+from hlo_go.sharding.build import ShardingGraph, live_bytes
 from hlo_go.sharding.mesh import COLLECTIVES
 from hlo_go.sharding.spec import ShardSpec, reshard_collectives
 from hlo_go.sharding.strategies import Collective
@@ -86,12 +86,8 @@ def peak_memory(sg: ShardingGraph, choice: np.ndarray) -> float:
     n = sg.num_nodes
     if n == 0:
         return 0.0
-    first, last = live_intervals(sg)
     nbytes = sg.problem.node_memory[np.arange(n), choice]
-    delta = np.zeros(n + 1)
-    np.add.at(delta, first, nbytes)
-    np.add.at(delta, last + 1, -nbytes)
-    return float(np.cumsum(delta)[:n].max())
+    return float(live_bytes(sg.live_first, sg.live_last, nbytes).max())
 
 
 def simulate_sharding(sg: ShardingGraph, choice: np.ndarray) -> ShardingResult:

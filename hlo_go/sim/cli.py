@@ -27,6 +27,7 @@ from rich.table import Table
 
 from hlo_go.decisions import Decisions
 from hlo_go.graph import OpGraph
+from hlo_go.hlo import HloModule
 
 _FIELDS = {"placement": np.int32, "schedule_priority": np.float32, "fusion_priority": np.float32}
 
@@ -98,23 +99,34 @@ def load_decisions(path: str | Path, graph: OpGraph) -> Decisions:
     return Decisions(**values)
 
 
-def _load_graph(source: str, stage: str) -> tuple[OpGraph, str]:
-    from hlo_go.graph import build_graph
+def load_module(source: str, stage: str) -> tuple[HloModule, str]:
+    """An HLO file, or the given stage of a corpus graph; with a description of which.
+
+    Raises:
+      FileNotFoundError: ``source`` is neither a file nor a corpus graph name.
+    """
     from hlo_go.hlo import load_hlo
 
     path = Path(source)
     if path.exists():
-        return build_graph(load_hlo(path)), str(path)
+        return load_hlo(path), str(path)
     from hlo_go import corpus
 
     try:
-        module = corpus.load(source, stage)
+        return corpus.load(source, stage), f"corpus {source} ({stage})"
     except KeyError:
         raise FileNotFoundError(f"{source!r} is neither a file nor a corpus graph") from None
-    return build_graph(module), f"corpus {source} ({stage})"
 
 
-def _load_cluster(spec: str) -> Any:
+def _load_graph(source: str, stage: str) -> tuple[OpGraph, str]:
+    from hlo_go.graph import build_graph
+
+    module, described = load_module(source, stage)
+    return build_graph(module), described
+
+
+def load_cluster_arg(spec: str) -> Any:
+    """A cluster from a preset name or a ``.toml``/``.json`` cluster file."""
     from hlo_go.sim.loading import load_cluster
     from hlo_go.sim.presets import get_cluster
 
@@ -129,7 +141,7 @@ def cmd_simulate(args: argparse.Namespace, console: Console) -> int:
     from hlo_go.sim.simulate import simulate
 
     try:
-        cluster = _load_cluster(args.cluster)
+        cluster = load_cluster_arg(args.cluster)
         graph, source = _load_graph(args.module, args.stage)
         decisions = (
             load_decisions(args.decisions, graph) if args.decisions else Decisions.default(graph)
