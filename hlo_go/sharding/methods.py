@@ -35,7 +35,7 @@ from hlo_go.hlo import HloModule
 from hlo_go.sharding.build import ShardingGraph
 from hlo_go.sharding.greedy import solve_greedy
 from hlo_go.sharding.ilp import solve_ilp
-from hlo_go.sharding.problem import total_cost
+from hlo_go.sharding.problem import is_memory_feasible, total_cost
 from hlo_go.sharding.spec import ShardSpec
 
 Method = Callable[..., np.ndarray]
@@ -53,9 +53,11 @@ def replicated(
 
 
 def _cheapest(sg: ShardingGraph, choices: list[np.ndarray]) -> np.ndarray:
-    """The choice with the lowest ILP objective."""
-    costs = [total_cost(sg.problem, c) for c in choices]
-    return choices[int(np.argmin(costs))]
+    """The choice with the lowest ILP objective among those that fit the memory budget
+    (among all when none fits)."""
+    fitting = [c for c in choices if is_memory_feasible(sg.problem, c)] or choices
+    costs = [total_cost(sg.problem, c) for c in fitting]
+    return fitting[int(np.argmin(costs))]
 
 
 def greedy(sg: ShardingGraph, *, seed: int = 0, time_limit_s: float | None = None) -> np.ndarray:
