@@ -372,6 +372,25 @@ def test_search_time_limit_and_encoding(gpt2: OpGraph):
         B.run_search(gpt2, cluster, "anneal")
 
 
+@pytest.mark.parametrize("method", ["simulated-annealing", "evolutionary", "random-search"])
+def test_placement_only_search_keeps_the_fixed_schedule_and_fusion(gpt2: OpGraph, method: str):
+    cluster = get_cluster("v100x4")
+    fixed = B.get("critical-path+xla-cpu-like")(gpt2, cluster)
+    found = B.run_search(
+        gpt2, cluster, method, budget=25, seed=1, tasks=("placement",), fixed=fixed,
+        start=["single-device", "metis"],
+    )  # fmt: skip
+    assert np.array_equal(found.best.schedule_priority, fixed.schedule_priority)
+    assert np.array_equal(found.best.fusion_priority, fixed.fusion_priority)
+    assert simulate(gpt2, cluster, found.best).step_time == pytest.approx(found.best_step_time)
+    if method != "random-search":  # starts at one device with fixed's schedule and fusion
+        one_device = simulate(gpt2, cluster, fixed).step_time
+        assert found.curve.best_step_time[0] == pytest.approx(one_device)
+        assert found.best_step_time <= one_device
+    with pytest.raises(ValueError, match="non-empty subset"):
+        B.SearchSpace(gpt2, cluster, tasks=("placement", "sharding"))
+
+
 # ---------------------------------------------------------------- registry and CLI
 
 

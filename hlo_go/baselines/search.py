@@ -36,6 +36,11 @@ optionally a wall-clock limit, recording every evaluation in a :class:`Curve`:
   adds 15% random mutants, and fills the rest with children of one elite and one
   non-elite parent, each key taken from the elite with probability 0.7.
 
+A search can be limited to some of the three tasks (``tasks=("placement",)`` for a
+placement-only comparison): the other tasks then keep ``fixed``'s decisions (default
+:meth:`Decisions.default`: FIFO order, no fusion) in every candidate, and moves only
+touch the searched tasks' keys.
+
 The objective is the simulated step time; a candidate that runs out of memory scores
 its step time × (2 + the worst device's peak / capacity), so any candidate that fits
 beats it.
@@ -66,6 +71,8 @@ DEFAULT_STARTS: tuple[str, ...] = (
 )
 DEFAULT_BUDGET = 2000
 SEARCH_METHODS = ("random-search", "simulated-annealing", "evolutionary")
+SEARCH_TASKS: tuple[str, ...] = ("placement", "scheduling", "fusion")
+"""The tasks a search can decide (:mod:`hlo_go.policy`'s ``TASKS``, in that order)."""
 
 
 class SearchSpace:
@@ -77,6 +84,8 @@ class SearchSpace:
       units: ``int64[N]`` the placement unit of every node (colocation groups whole).
       num_units: U.
       size: the key vector's length, ``U + 2N``.
+      tasks: the tasks searched; the others are ``fixed``'s.
+      fixed: the decisions of the tasks not searched.
     """
 
     def __init__(
@@ -87,6 +96,8 @@ class SearchSpace:
         units_per_device: int = 16,
         seed: int = 0,
         refine: Sequence[np.ndarray] = (),
+        tasks: Sequence[str] = SEARCH_TASKS,
+        fixed: Decisions | None = None,
     ) -> None:
         """Builds the space.
 
@@ -98,9 +109,25 @@ class SearchSpace:
           refine: placements (``int[N]``, colocation respected) the space must represent
             exactly: units are split until each of these placements is constant on every
             unit (so a search started from them starts exactly there).
+          tasks: the tasks searched (a non-empty subset of :data:`SEARCH_TASKS`).
+          fixed: decisions for the other tasks (default :meth:`Decisions.default`).
+
+        Raises:
+          ValueError: an unknown or empty set of tasks.
         """
+        unknown = sorted(set(tasks) - set(SEARCH_TASKS))
+        if unknown or not tasks:
+            raise ValueError(
+                f"search tasks must be a non-empty subset of {SEARCH_TASKS}, got {tuple(tasks)}"
+            )
         self.graph = graph
         self.cluster = cluster
+        self.tasks = tuple(t for t in SEARCH_TASKS if t in tasks)
+        self.fixed = (
+            Decisions.default(graph)
+            if fixed is None
+            else fixed.validate(graph, cluster.num_devices)
+        )
         n = graph.num_nodes
         d = cluster.num_devices
         if d > 1:
@@ -152,11 +179,18 @@ class SearchSpace:
             raise ValueError(f"key vector must have shape ({self.size},), got {keys.shape}")
         d = self.cluster.num_devices
         place, fuse, sched = self.split(keys)
-        device = np.minimum((place * d).astype(np.int64), d - 1).astype(np.int32)
+        fixed = self.fixed
+        if "placement" in self.tasks:
+            device = np.minimum((place * d).astype(np.int64), d - 1).astype(np.int32)
+            placement = device[self.units]
+        else:
+            placement = fixed.placement
         return Decisions(
-            device[self.units],
-            sched.astype(np.float32),
-            np.where(fuse >= FUSION_OFF, fuse, 0.0).astype(np.float32),
+            placement,
+            sched.astype(np.float32) if "scheduling" in self.tasks else fixed.schedule_priority,
+            np.where(fuse >= FUSION_OFF, fuse, 0.0).astype(np.float32)
+            if "fusion" in self.tasks
+            else fixed.fusion_priority,
         )
 
     def encode(self, decisions: Decisions) -> np.ndarray:
@@ -214,7 +248,12 @@ class SearchSpace:
         place, fuse, sched = self.split(out)
         n = self.graph.num_nodes
         d = self.cluster.num_devices
-        kind = rng.integers(3) if d > 1 else 1 + rng.integers(2)
+        kinds = [
+            k
+            for k, task in ((0, "placement"), (1, "fusion"), (2, "scheduling"))
+            if task in self.tasks and (k or d > 1)
+        ] or [0]
+        kind = kinds[rng.integers(len(kinds))]
         if kind == 0 or n == 0:
             chosen = rng.choice(self.num_units, size=min(self.num_units, 1 + rng.integers(3)))
             place[chosen] = (rng.integers(d, size=chosen.size) + 0.5) / d
@@ -481,6 +520,8 @@ def run_search(
     start: Decisions | str | Sequence[Decisions | str] | None = None,
     space: SearchSpace | None = None,
     progress: bool = False,
+    tasks: Sequence[str] = SEARCH_TASKS,
+    fixed: Decisions | None = None,
 ) -> SearchResult:
     """Runs one search and records its convergence.
 
@@ -499,6 +540,10 @@ def run_search(
         searches to share its METIS units). Default: one whose units are refined by the
         starts' placements, so the starts are represented exactly.
       progress: show a tqdm progress bar.
+      tasks: the tasks searched (default all three); the others keep ``fixed``'s
+        decisions (default :meth:`Decisions.default`). Ignored when ``space`` is given
+        (the space's own are used).
+      fixed: decisions for the tasks not searched.
 
     Returns:
       The :class:`SearchResult`; ``.curve`` is the best-so-far curve.
@@ -516,7 +561,14 @@ def run_search(
     rng = np.random.default_rng(seed)
     begin = [] if method == "random-search" else start_decisions(graph, cluster, start, seed=seed)
     if space is None:
-        space = SearchSpace(graph, cluster, seed=seed, refine=[d.placement for d in begin])
+        space = SearchSpace(
+            graph,
+            cluster,
+            seed=seed,
+            refine=[d.placement for d in begin],
+            tasks=tasks,
+            fixed=fixed,
+        )
     elif space.graph is not graph or space.cluster != cluster:
         raise ValueError("the SearchSpace was built for another graph or cluster")
     starts = [space.encode(d) for d in begin]
