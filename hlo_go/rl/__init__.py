@@ -4,6 +4,9 @@ Public names::
 
     train_one(graph, cluster, tasks, *, steps, out_dir)     GO-one
     pretrain(graphs, cluster, tasks, *, steps, out_dir)     many graphs, batches switched every N steps
+    data_parallel_pretrain(graphs, cluster, *, steps, out_dir, workers)
+                                                            pretrain with W data-parallel workers
+                                                            (jax.distributed processes, or emulated)
     finetune(checkpoint, graph, cluster, *, steps<=50, out_dir)
     infer(checkpoint, graph, cluster) -> InferResult        zero-shot
     policy_decisions(checkpoint, name, graph, cluster)     zero-shot or fine-tuned decisions
@@ -14,18 +17,20 @@ Public names::
     MetricsLogger, EventFileWriter, read_events, read_metrics   CSV + TensorBoard
     PPOConfig, PPOBatch, LossInfo                           generic PPO (any policy):
     ppo_loss, clipped_surrogate, value_loss, entropy_bonus, normalize_advantages
-    make_optimizer, ppo_update_step, make_update_step, minibatch_epochs
+    make_optimizer, ppo_update_step, ppo_grads, ppo_apply, make_update_step, minibatch_epochs
 
 Module by concept: :mod:`~hlo_go.rl.ppo` (generic PPO), :mod:`~hlo_go.rl.reward`,
 :mod:`~hlo_go.rl.env` (a graph on a cluster), :mod:`~hlo_go.rl.agent` (batched GO
 policy sampling and updates), :mod:`~hlo_go.rl.config`, :mod:`~hlo_go.rl.checkpoint`,
-:mod:`~hlo_go.rl.metrics`, :mod:`~hlo_go.rl.trainer`, :mod:`~hlo_go.rl.compare`
+:mod:`~hlo_go.rl.metrics`, :mod:`~hlo_go.rl.trainer`, :mod:`~hlo_go.rl.distributed`
+(data-parallel pre-training, ``jax.distributed``), :mod:`~hlo_go.rl.compare`
 (tables against baselines), :mod:`~hlo_go.rl.cli` (``hlo-go train / finetune / infer``).
 """
 
 from hlo_go.rl.agent import GOAgent
 from hlo_go.rl.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from hlo_go.rl.config import TrainConfig
+from hlo_go.rl.distributed import data_parallel_pretrain
 from hlo_go.rl.env import GraphEnv, Scores, check_tasks
 from hlo_go.rl.metrics import EventFileWriter, MetricsLogger, read_events, read_metrics
 from hlo_go.rl.ppo import (
@@ -40,6 +45,8 @@ from hlo_go.rl.ppo import (
     make_update_step,
     minibatch_epochs,
     normalize_advantages,
+    ppo_apply,
+    ppo_grads,
     ppo_loss,
     ppo_update_step,
     value_loss,
@@ -81,6 +88,7 @@ __all__ = [
     "agent_for",
     "check_tasks",
     "clipped_surrogate",
+    "data_parallel_pretrain",
     "entropy_bonus",
     "finetune",
     "infer",
@@ -91,6 +99,8 @@ __all__ = [
     "minibatch_epochs",
     "normalize_advantages",
     "policy_decisions",
+    "ppo_apply",
+    "ppo_grads",
     "ppo_loss",
     "ppo_update_step",
     "pretrain",

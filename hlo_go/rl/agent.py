@@ -4,7 +4,9 @@ One jitted function samples ``K`` decision sets at once (``vmap`` over PRNG keys
 GraphSAGE encoder does not depend on the key, so it runs once and only the task
 stacks run ``K`` times), and one jitted function takes a PPO gradient step on a
 minibatch of them (``vmap`` over actions, same sharing). Both compile once per graph
-bucket (:func:`hlo_go.policy.policy_bucket`).
+bucket (:func:`hlo_go.policy.policy_bucket`). :meth:`GOAgent.grads` and
+:meth:`GOAgent.apply_grads` split the update step in two, for data-parallel training
+(:mod:`hlo_go.rl.distributed`), which averages the gradients in between.
 
 Only the tasks being learned count: the log-probability and entropy of a decision set
 are summed over those tasks, and the other tasks' actions are replaced by the
@@ -26,7 +28,7 @@ import optax
 
 from hlo_go.policy import TASKS, GOPolicy
 from hlo_go.rl.env import GraphEnv, check_tasks
-from hlo_go.rl.ppo import LossInfo, PPOBatch, PPOConfig, ppo_update_step
+from hlo_go.rl.ppo import LossInfo, PPOBatch, PPOConfig, ppo_apply, ppo_grads, ppo_update_step
 
 Params = Any
 
@@ -59,6 +61,8 @@ class GOAgent:
         self._sample_jit = jax.jit(self._sample_fn)
         self._score_jit = jax.jit(self._score_fn)
         self._update_jit = jax.jit(self._update_fn)
+        self._grads_jit = jax.jit(self._grads_fn)
+        self._apply_jit = jax.jit(self._apply_fn)
         self._greedy_jit = jax.jit(self._greedy_fn)
 
     # -- jitted bodies ------------------------------------------------------------------
@@ -111,6 +115,15 @@ class GOAgent:
             return self._scores(p, graphs, devices, data)
 
         return ppo_update_step(params, opt_state, batch, evaluate, self.optimizer, self.ppo)
+
+    def _grads_fn(self, params: Params, graphs: Any, devices: jax.Array, batch: PPOBatch):
+        def evaluate(p: Params, data: Any):
+            return self._scores(p, graphs, devices, data)
+
+        return ppo_grads(params, batch, evaluate, self.ppo)
+
+    def _apply_fn(self, params: Params, opt_state: optax.OptState, grads: Params):
+        return ppo_apply(params, opt_state, grads, self.optimizer)
 
     # -- public -------------------------------------------------------------------------
 
@@ -173,3 +186,16 @@ class GOAgent:
             return self._update_jit(p, s, graphs, devices, mb)
 
         return minibatch_epochs(params, opt_state, batch, step, key, self.ppo)
+
+    def grads(self, params: Params, env: GraphEnv, minibatch: PPOBatch) -> tuple[Params, LossInfo]:
+        """The PPO gradient on one minibatch, without applying it (jitted; see
+        :func:`hlo_go.rl.ppo.ppo_grads`): ``(grads, info)``. Data-parallel training
+        averages these over workers before :meth:`apply_grads`."""
+        return self._grads_jit(params, env.inputs.graphs, self._devices(env), minibatch)
+
+    def apply_grads(
+        self, params: Params, opt_state: optax.OptState, grads: Params
+    ) -> tuple[Params, optax.OptState]:
+        """One optimizer step with given gradients (jitted; see
+        :func:`hlo_go.rl.ppo.ppo_apply`): ``(params, opt_state)``."""
+        return self._apply_jit(params, opt_state, grads)

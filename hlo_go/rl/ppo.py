@@ -17,7 +17,8 @@ values ``V``::
         + c_v * 0.5 * mean((V - R)^2)             value loss
         - c_e * mean(H)                           entropy bonus
 
-:func:`ppo_update_step` takes one gradient step on one minibatch;
+:func:`ppo_update_step` takes one gradient step on one minibatch (:func:`ppo_grads`,
+then :func:`ppo_apply`; data-parallel training averages the gradients in between);
 :func:`minibatch_epochs` runs ``epochs`` shuffled passes of minibatches over a batch.
 """
 
@@ -207,6 +208,43 @@ def make_optimizer(config: PPOConfig) -> optax.GradientTransformation:
     return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), adam)
 
 
+def ppo_grads(
+    params: Params, batch: PPOBatch, evaluate_fn: EvaluateFn, config: PPOConfig
+) -> tuple[Params, LossInfo]:
+    """The gradient of the PPO loss on one minibatch (jit-compatible).
+
+    Args:
+      params: current parameters.
+      batch: the minibatch (advantages as they enter the loss).
+      evaluate_fn: ``(params, batch.data) -> (log_prob, entropy, value)``.
+      config: loss coefficients.
+
+    Returns:
+      ``(grads, info)``: gradients shaped like ``params``, and the loss at ``params``
+      (``info.grad_norm`` is the global norm of ``grads``).
+    """
+
+    def loss_fn(p: Params) -> tuple[jax.Array, LossInfo]:
+        log_prob, entropy, value = evaluate_fn(p, batch.data)
+        return ppo_loss(
+            log_prob, entropy, value, batch.old_log_prob, batch.advantages, batch.returns, config
+        )
+
+    (_, info), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+    return grads, info._replace(grad_norm=optax.tree.norm(grads))
+
+
+def ppo_apply(
+    params: Params,
+    opt_state: optax.OptState,
+    grads: Params,
+    optimizer: optax.GradientTransformation,
+) -> tuple[Params, optax.OptState]:
+    """Applies gradients with the optimizer: ``(params, opt_state)`` after the step."""
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state
+
+
 def ppo_update_step(
     params: Params,
     opt_state: optax.OptState,
@@ -215,7 +253,8 @@ def ppo_update_step(
     optimizer: optax.GradientTransformation,
     config: PPOConfig,
 ) -> tuple[Params, optax.OptState, LossInfo]:
-    """One gradient step of the PPO loss on one minibatch (jit-compatible).
+    """One gradient step of the PPO loss on one minibatch (jit-compatible):
+    :func:`ppo_grads` then :func:`ppo_apply`.
 
     Args:
       params: current parameters.
@@ -228,17 +267,9 @@ def ppo_update_step(
     Returns:
       ``(params, opt_state, info)`` after the step; ``info`` is the loss before it.
     """
-
-    def loss_fn(p: Params) -> tuple[jax.Array, LossInfo]:
-        log_prob, entropy, value = evaluate_fn(p, batch.data)
-        return ppo_loss(
-            log_prob, entropy, value, batch.old_log_prob, batch.advantages, batch.returns, config
-        )
-
-    (_, info), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
-    updates, opt_state = optimizer.update(grads, opt_state, params)
-    params = optax.apply_updates(params, updates)
-    return params, opt_state, info._replace(grad_norm=optax.tree.norm(grads))
+    grads, info = ppo_grads(params, batch, evaluate_fn, config)
+    params, opt_state = ppo_apply(params, opt_state, grads, optimizer)
+    return params, opt_state, info
 
 
 UpdateFn = Callable[[Params, optax.OptState, PPOBatch], tuple[Params, optax.OptState, LossInfo]]

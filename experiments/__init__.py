@@ -1,0 +1,1 @@
+"""Experiment scripts reproducing the GO paper's results (see ``experiments/README.md``)."""

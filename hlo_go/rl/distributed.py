@@ -1,0 +1,456 @@
+"""Data-parallel PPO pre-training over many processes (``jax.distributed``).
+
+:func:`data_parallel_pretrain` is :func:`~hlo_go.rl.pretrain` with ``W`` workers that
+each train on their own share of the graphs and average their gradients every
+minibatch step. It is the same algorithm whether the ``W`` workers are ``W``
+processes (``jax.distributed``, any backend: CPU processes on one host, one process per
+GPU, TPU pod hosts) or one process emulating them in turn (``workers=W``); the two
+agree up to the order of floating-point reductions (in practice: exactly, on one
+machine type).
+
+Definition. Worker ``w`` of ``W`` owns ``graphs[w::W]``. At step ``s`` every worker
+
+1. picks its graph by :func:`~hlo_go.rl.pretrain`'s batch schedule applied to its own
+   graph list;
+2. samples ``K`` decision sets with its own key (:func:`worker_keys`: the step key of
+   :func:`~hlo_go.rl.pretrain` for worker 0, that key folded with ``w`` for the others;
+   so ``W = 1`` *is* :func:`~hlo_go.rl.pretrain`), scores them on the simulator and
+   builds its :class:`~hlo_go.rl.PPOBatch` (advantages ``returns - values``, normalized
+   over its own ``K`` samples, as :func:`~hlo_go.rl.minibatch_epochs` does);
+3. for every epoch and minibatch (its shuffle key derived from its own update key),
+   computes the PPO gradient on its minibatch (:meth:`~hlo_go.rl.GOAgent.grads`);
+   the ``W`` gradients and :class:`~hlo_go.rl.LossInfo` are averaged across workers
+   (``LossInfo.grad_norm``: the norm of the averaged gradient) and every worker applies
+   the same Optax step (:meth:`~hlo_go.rl.GOAgent.apply_grads`).
+
+Parameters start from the same seed everywhere, so they stay identical on every
+process (:func:`params_checksum` checks it at the end). Only process 0 writes the
+checkpoint and ``metrics.csv`` / TensorBoard files and shows a progress bar; every
+process returns the same :class:`~hlo_go.rl.TrainResult` (history and all graphs'
+results, gathered from the workers owning them).
+
+The ``jax.distributed`` specifics are the small functions of this module:
+:func:`initialize` (gloo collectives on CPU, then ``jax.distributed.initialize``),
+:func:`allreduce_mean`, :func:`gather_workers`, :func:`allgather_objects`. Launch
+recipes: ``experiments/distributed.py`` and ``experiments/DISTRIBUTED.md``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from tqdm.auto import tqdm
+
+from hlo_go.policy import prepare_input
+from hlo_go.rl.checkpoint import save_checkpoint
+from hlo_go.rl.config import TrainConfig
+from hlo_go.rl.env import GraphEnv, Scores
+from hlo_go.rl.metrics import MetricsLogger
+from hlo_go.rl.ppo import LossInfo, PPOBatch, normalize_advantages
+from hlo_go.rl.trainer import (
+    METRIC_COLUMNS,
+    GraphLike,
+    GraphResult,
+    TrainResult,
+    _batch_schedule,
+    _greedy,
+    _make_envs,
+    _named,
+    agent_for,
+    apply_prior,
+)
+from hlo_go.sim import Cluster
+
+KIND = "data_parallel_pretrain"
+"""The ``kind`` of the checkpoints :func:`data_parallel_pretrain` writes."""
+
+# -- jax.distributed specifics ------------------------------------------------------------
+
+
+def gloo_available() -> bool:
+    """Whether this jaxlib has gloo CPU collectives (what CPU processes need to talk)."""
+    try:
+        from jax._src.lib import _jax
+
+        return hasattr(_jax, "make_gloo_tcp_collectives")
+    except ImportError:  # pragma: no cover - other jaxlib layouts
+        return False
+
+
+def initialize(
+    coordinator: str | None = None,
+    num_processes: int | None = None,
+    process_id: int | None = None,
+) -> None:
+    """Joins this process to a ``jax.distributed`` job; call before any other JAX use.
+
+    Selects gloo for CPU collectives (without it, CPU processes cannot exchange
+    gradients; GPU and TPU backends use their own), then calls
+    ``jax.distributed.initialize``. With no arguments JAX detects the job itself (TPU
+    pods, SLURM, Open MPI); on a plain host give all three.
+
+    Args:
+      coordinator: ``HOST:PORT`` of process 0's coordinator service.
+      num_processes: P, processes in the job.
+      process_id: this process's index, ``0 <= process_id < P``.
+    """
+    explicit = (coordinator, num_processes, process_id)
+    if any(v is not None for v in explicit) and any(v is None for v in explicit):
+        raise ValueError(
+            "give coordinator, num_processes and process_id together, or none (auto-detect)"
+        )
+    if gloo_available():
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(coordinator, num_processes, process_id)
+
+
+def shutdown() -> None:
+    """Leaves the ``jax.distributed`` job (a no-op when not in one)."""
+    if jax.process_count() > 1:
+        jax.distributed.shutdown()
+
+
+def is_multiprocess() -> bool:
+    """True inside a ``jax.distributed`` job of more than one process."""
+    return jax.process_count() > 1
+
+
+def gather_workers(tree: Any) -> Any:
+    """This process's workers' trees, stacked (leaves ``[L, ...]``) → every worker's,
+    in worker order (leaves ``[W, ...]``, numpy). One process: the input, as numpy."""
+    if not is_multiprocess():
+        return jax.tree.map(np.asarray, jax.device_get(tree))
+    from jax.experimental import multihost_utils
+
+    return multihost_utils.process_allgather(tree, tiled=True)
+
+
+@jax.jit
+def _mean0(stacked: Any) -> Any:
+    return jax.tree.map(lambda x: jnp.mean(x, axis=0), stacked)
+
+
+def allreduce_mean(tree: Any) -> Any:
+    """The mean over processes of one tree per process (the tree itself on one process)."""
+    return _mean0(gather_workers(jax.tree.map(lambda x: np.asarray(x)[None], tree)))
+
+
+def allgather_objects(obj: Any) -> list[Any]:
+    """Every process's ``obj`` (any picklable value), in process order."""
+    if not is_multiprocess():
+        return [obj]
+    from jax.experimental import multihost_utils
+
+    data = np.frombuffer(pickle.dumps(obj), np.uint8)
+    sizes = np.asarray(
+        multihost_utils.process_allgather(np.asarray([data.size], np.int32), tiled=True)
+    )
+    padded = np.zeros(int(sizes.max()), np.uint8)
+    padded[: data.size] = data
+    gathered = np.asarray(multihost_utils.process_allgather(padded))
+    return [pickle.loads(gathered[i, : int(n)].tobytes()) for i, n in enumerate(sizes)]
+
+
+def params_checksum(params: Any) -> str:
+    """SHA-256 (hex) of every parameter's bytes, in tree order."""
+    digest = hashlib.sha256()
+    for leaf in jax.tree.leaves(jax.device_get(params)):
+        leaf = np.ascontiguousarray(leaf)
+        digest.update(str((leaf.dtype, leaf.shape)).encode())
+        digest.update(leaf.tobytes())
+    return digest.hexdigest()
+
+
+# -- the algorithm --------------------------------------------------------------------------
+
+
+def worker_keys(seed: int, step: int, worker: int) -> tuple[jax.Array, jax.Array]:
+    """``(sample_key, update_key)`` of a worker at a step.
+
+    Worker 0 gets exactly :func:`~hlo_go.rl.pretrain`'s keys (so one worker is
+    :func:`~hlo_go.rl.pretrain`); worker ``w > 0`` splits
+    ``fold_in(fold_in(key(seed), step), w)`` instead.
+    """
+    key = jax.random.fold_in(jax.random.key(seed), step)
+    if worker:
+        key = jax.random.fold_in(key, worker)
+    sample_key, update_key = jax.random.split(key)
+    return sample_key, update_key
+
+
+def resolve_workers(workers: int | None) -> int:
+    """W: ``jax.process_count()`` in a multi-process job (where ``workers`` must be None
+    or equal to it), else ``workers`` (default 1)."""
+    processes = jax.process_count()
+    if processes > 1:
+        if workers not in (None, processes):
+            raise ValueError(
+                f"workers={workers} but this jax.distributed job has {processes} processes; "
+                "each process is one worker (pass workers=None)"
+            )
+        return processes
+    workers = 1 if workers is None else int(workers)
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    return workers
+
+
+_STAT_NAMES = (
+    "reward_mean",
+    "reward_max",
+    "step_time_mean",
+    "step_time_min",
+    "best_step_time",
+    "reference_time",
+    "best_speedup",
+    "greedy_step_time",
+    "oom_fraction",
+    "wall_s",
+)
+
+
+def _worker_stats(env: GraphEnv, scores: Scores, greedy_time: float, elapsed: float) -> list:
+    """One worker's numbers of a step, in :data:`_STAT_NAMES` order."""
+    return [
+        float(np.mean(scores.rewards)),
+        float(np.max(scores.rewards)),
+        float(np.mean(scores.step_times)),
+        float(np.min(scores.step_times)),
+        env.best_time,
+        env.reference_time,
+        env.reference_time / env.best_time,
+        greedy_time,
+        float(np.mean(scores.oom)),
+        elapsed,
+    ]
+
+
+def data_parallel_pretrain(
+    graphs: Sequence[GraphLike],
+    cluster: Cluster,
+    tasks: Sequence[str] | None = None,
+    *,
+    steps: int,
+    out_dir: str | Path,
+    config: TrainConfig | None = None,
+    workers: int | None = None,
+    callback: Callable[[dict[str, Any]], None] | None = None,
+) -> TrainResult:
+    """Pre-trains one policy on many graphs with ``W`` data-parallel workers.
+
+    See the module docstring for the algorithm. Call it on every process of a
+    ``jax.distributed`` job (after :func:`initialize`) with the same arguments, or in one
+    process with ``workers=W`` to emulate ``W`` workers (the reference a multi-process
+    run matches). It does not resume: ``out_dir``'s checkpoint, if any, is overwritten.
+
+    Args:
+      graphs: OpGraphs, or ``(name, OpGraph)`` pairs (the same list on every process);
+        worker ``w`` trains on ``graphs[w::W]``.
+      cluster: the cluster to optimize for.
+      tasks: tasks learned jointly (default ``config.tasks``).
+      steps: total steps; each step trains every worker on one of its graphs.
+      out_dir: run directory (process 0 writes the checkpoint, ``metrics.csv``, ``tb/``).
+      config: settings (``switch_every`` and ``graphs_per_batch`` apply per worker).
+      workers: W in one process (None: 1); in a multi-process job None or the number
+        of processes.
+      callback: called on every process with each step's metric row.
+
+    Returns:
+      The :class:`~hlo_go.rl.TrainResult`, the same on every process. Its history rows
+      are over all workers: ``graph`` the workers' graphs joined by ``+``, ``loss`` and
+      the other loss columns the average over workers of the first minibatch step,
+      ``reward_max`` / ``step_time_min`` the max / min and the other columns the mean
+      over workers, ``wall_s`` the slowest process's; ``reward_mean_per_worker`` lists
+      each worker's mean reward.
+
+    Raises:
+      ValueError: fewer graphs than workers, ``workers`` disagreeing with the process
+        count, ``steps < 1``, or a cluster larger than ``config.max_devices``.
+    """
+    config = config or TrainConfig()
+    if tasks is not None:
+        config = config.replace(tasks=tuple(tasks))
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    count = resolve_workers(workers)
+    named = _named(graphs)
+    if len(named) < count:
+        raise ValueError(
+            f"{count} workers but only {len(named)} graphs: worker w trains on "
+            f"graphs[w::{count}], so every worker needs at least one graph"
+        )
+    owned = [named[w::count] for w in range(count)]
+    local = [jax.process_index()] if is_multiprocess() else list(range(count))
+    is_main = jax.process_index() == 0
+    out_dir = Path(out_dir)
+
+    envs = {w: _make_envs(owned[w], cluster, config, None) for w in local}
+    schedules = [_batch_schedule(len(owned[w]), config) for w in range(count)]
+    agent = agent_for(config)
+    optimizer = agent.optimizer
+    # Same parameters on every process: initialized from graphs[0] (as pretrain does).
+    template = agent.policy.init(
+        jax.random.key(config.seed), prepare_input(named[0][1], config.policy), config.max_devices
+    )
+    params = apply_prior(template, config)
+    opt_state = optimizer.init(params)
+    meta = {
+        "kind": KIND,
+        "cluster": cluster.name,
+        "graphs": [name for name, _ in named],
+        "workers": count,
+        "processes": jax.process_count(),
+    }
+    logger = MetricsLogger(out_dir, METRIC_COLUMNS) if is_main else None
+    history: list[dict[str, Any]] = []
+    elapsed = 0.0
+    size = config.samples
+    mb = config.ppo.minibatch_size or size
+
+    def best_states() -> dict[str, Any]:
+        mine = {env.name: env.best_state() for w in local for env in envs[w]}
+        merged: dict[str, Any] = {}
+        for part in allgather_objects(mine):
+            merged.update(part)
+        return {name: merged[name] for name, _ in named}
+
+    def save(step: int) -> None:
+        best = best_states()  # a collective: every process takes part
+        if is_main:
+            save_checkpoint(
+                out_dir,
+                params=params,
+                opt_state=opt_state,
+                step=step,
+                elapsed=elapsed,
+                best=best,
+                config=config,
+                meta=meta,
+            )
+
+    bar = tqdm(
+        total=steps,
+        desc=f"data-parallel pretrain ({count} workers) on {cluster.name}",
+        disable=not (config.progress and is_main),
+    )
+    try:
+        for step in range(steps):
+            began = time.perf_counter()
+            step_envs: dict[int, GraphEnv] = {}
+            step_scores: dict[int, Scores] = {}
+            batches: dict[int, PPOBatch] = {}
+            update_keys: dict[int, jax.Array] = {}
+            for w in local:
+                env = step_envs[w] = envs[w][schedules[w](step)]
+                sample_key, update_keys[w] = worker_keys(config.seed, step, w)
+                actions, old_log_prob, values = agent.sample(
+                    params, env, sample_key, config.samples
+                )
+                scores = step_scores[w] = env.score(env.decisions(actions))
+                returns = jnp.asarray(scores.rewards, jnp.float32)
+                advantages = returns - jnp.asarray(values, jnp.float32)
+                if config.ppo.normalize_advantages:
+                    advantages = normalize_advantages(advantages)
+                batches[w] = PPOBatch(
+                    actions, jnp.asarray(old_log_prob, jnp.float32), advantages, returns
+                )
+            infos: list[LossInfo] = []
+            for epoch in range(config.ppo.epochs):
+                orders = {
+                    w: jax.random.permutation(jax.random.fold_in(update_keys[w], epoch), size)
+                    if mb < size
+                    else jnp.arange(size)
+                    for w in local
+                }
+                for start in range(0, size, mb):
+                    parts = []
+                    for w in local:
+                        index = orders[w][start : start + mb]
+                        minibatch = jax.tree.map(lambda x, i=index: jnp.asarray(x)[i], batches[w])
+                        parts.append(agent.grads(params, step_envs[w], minibatch))
+                    stacked = jax.tree.map(lambda *xs: np.stack(xs), *jax.device_get(parts))
+                    grads, info = _mean0(gather_workers(stacked))
+                    params, opt_state = agent.apply_grads(params, opt_state, grads)
+                    infos.append(info._replace(grad_norm=optax.tree.norm(grads)))
+            evaluate = (step + 1) % config.eval_every == 0 or step + 1 == steps
+            greedy_times = {
+                w: _greedy(agent, params, step_envs[w])[1] if evaluate else float("nan")
+                for w in local
+            }
+            elapsed += time.perf_counter() - began
+            local_stats = [
+                _worker_stats(step_envs[w], step_scores[w], greedy_times[w], elapsed) for w in local
+            ]
+            # [W, stats], exactly (gather_workers would pass through float32)
+            every = np.asarray(
+                [row for part in allgather_objects(local_stats) for row in part], np.float64
+            )
+            first, last = jax.device_get((infos[0], infos[-1]))
+            mean = dict(zip(_STAT_NAMES, every.mean(axis=0).tolist(), strict=True))
+            row = {
+                "step": step,
+                "graph": "+".join(owned[w][schedules[w](step)][0] for w in range(count)),
+                **mean,
+                "wall_s": float(every[:, -1].max()),
+                "reward_max": float(every[:, 1].max()),
+                "step_time_min": float(every[:, 3].min()),
+                "loss": float(first.total),
+                "policy_loss": float(first.policy),
+                "value_loss": float(first.value),
+                "entropy": float(first.entropy),
+                "approx_kl": float(last.approx_kl),
+                "clip_fraction": float(last.clip_fraction),
+                "grad_norm": float(first.grad_norm),
+                "workers": count,
+                "reward_mean_per_worker": every[:, 0].tolist(),
+            }
+            if logger is not None:
+                logger.log(step, row)
+            history.append(row)
+            if callback is not None:
+                callback(row)
+            bar.update(1)
+            bar.set_postfix(loss=f"{row['loss']:.3f}", r=f"{row['reward_mean']:.3f}")
+            done = step + 1
+            if done == steps or (config.checkpoint_every and done % config.checkpoint_every == 0):
+                save(done)
+    finally:
+        bar.close()
+        if logger is not None:
+            logger.close()
+    mine = {}
+    for w in local:
+        for env in envs[w]:
+            greedy, greedy_time = _greedy(agent, params, env)
+            mine[env.name] = GraphResult(
+                env.name,
+                env.best if env.best is not None else greedy,
+                env.best_time,
+                env.best_oom,
+                greedy,
+                greedy_time,
+                env.reference_time,
+            )
+    gathered: dict[str, GraphResult] = {}
+    checksums = []
+    for part, checksum in allgather_objects((mine, params_checksum(params))):
+        gathered.update(part)
+        checksums.append(checksum)
+    if len(set(checksums)) > 1:
+        warnings.warn(
+            f"parameters differ across processes at the end (checksums {checksums})",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    results = {name: gathered[name] for name, _ in named}
+    return TrainResult(params, steps, results, out_dir, history, elapsed)

@@ -1,0 +1,81 @@
+"""The experiment scripts' ``--quick`` runs: outputs written, headline keys present, and
+the comparisons' invariants hold (searches and HDP never end worse than their starts,
+every lowered variant matches ``jax.jit``)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from experiments import convergence, generalization, measured, multitask, placement
+
+
+def _outputs(out: Path, name: str) -> dict:
+    data = json.loads((out / f"{name}.quick.json").read_text())
+    md = (out / f"{name}.quick.md").read_text()
+    assert md.startswith("# ") and "|---|" in md
+    assert data["quick"] is True and data["command"].startswith(f"python experiments/{name}.py")
+    for plot in data.get("plots", []):
+        assert Path(plot).is_file()
+    return data
+
+
+def test_placement_quick(tmp_path: Path):
+    placement.main(["--quick", "--out", str(tmp_path), "--clusters", "v100x4"])
+    data = _outputs(tmp_path, "placement")
+    for key in ("go_one_vs_expert_mean_speedup", "go_one_vs_hdp_mean_speedup"):
+        assert math.isfinite(data[key]) and data[key] > 0
+    for run in data["runs"]:
+        t = run["times"]
+        one = t["single-device"]
+        # Searches start from (or include) one device; HDP scores it first.
+        for method in ("simulated-annealing", "evolutionary", "hdp"):
+            assert t[method] <= one * (1 + 1e-9), method
+        expected = t["expert"] / t["GO-one"]
+        row = next(r for r in data["rows"] if r["graph"] == run["graph"])
+        assert row["GO-one vs expert"] == pytest.approx(expected)
+
+
+def test_multitask_quick(tmp_path: Path):
+    multitask.main(["--quick", "--out", str(tmp_path)])
+    data = _outputs(tmp_path, "multitask")
+    run = data["runs"][0]
+    assert set(run["times"]) == {"placement", "scheduling", "fusion", "sequential", "joint"}
+    assert run["times"]["sequential"] == run["sequential_stage_times"]["fusion"]
+    assert data["joint_vs_default_mean_speedup"] == pytest.approx(
+        run["default_time"] / run["times"]["joint"]
+    )
+
+
+def test_generalization_quick(tmp_path: Path):
+    generalization.main(["--quick", "--out", str(tmp_path)])
+    data = _outputs(tmp_path, "generalization")
+    run = data["runs"][0]
+    assert run["graph"] not in run["pretrain_graphs"]  # held out of pre-training
+    assert len(run["finetune_curve"]["step"]) == data["finetune_steps"] <= 50
+    assert data["zero_shot_gap"] == pytest.approx(run["zero_shot_time"] / run["go_one_time"] - 1)
+
+
+def test_convergence_quick(tmp_path: Path):
+    convergence.main(["--quick", "--out", str(tmp_path)])
+    data = _outputs(tmp_path, "convergence")
+    run = data["runs"][0]
+    for curve in run["curves"].values():
+        best = curve["best_step_time"]
+        assert all(b <= a * (1 + 1e-12) for a, b in itertools.pairwise(best))
+    # HDP and SA ran for about GO-one's wall-clock (never far past it).
+    for label in ("HDP", "SA"):
+        assert run["curves"][label]["seconds"][-1] <= run["wall_clock_s"] * 1.5 + 5
+
+
+def test_measured_quick(tmp_path: Path):
+    measured.main(["--quick", "--out", str(tmp_path)])
+    data = _outputs(tmp_path, "measured")
+    assert data["all_correct"], [r for r in data["rows"] if not r["correct"]]
+    parts = {r["part"] for r in data["rows"]}
+    assert parts == {"fusion+schedule (cpu)", "placement (virtual CPU devices)"}
+    assert any(r["variant"] == "GO-one" and r.get("devices") == 2 for r in data["rows"])
