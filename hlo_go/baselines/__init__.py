@@ -9,6 +9,8 @@ Public names::
     get(name) -> Method        names(kind=None)        combine(placement=, scheduling=, fusion=)
     Method, UnknownMethodError, KINDS, DEFAULTS
     run_search(graph, cluster, method, budget=, time_limit=, seed=, start=) -> SearchResult
+    run_hdp(graph, cluster, budget=, time_limit=, seed=, fixed=, config=) -> SearchResult
+    HDPConfig
     SearchResult (.curve, .best, ...), Curve, SearchSpace, score, FUSION_OFF, DEFAULT_STARTS
     upward_rank, critical_path_priority, fifo_priority
     single_device_placement, round_robin_placement, expert_placement, metis_placement,
@@ -28,6 +30,8 @@ heuristics use), :mod:`~hlo_go.baselines.scopes` (layers from op_name metadata),
 :mod:`~hlo_go.baselines.scheduling` (FIFO, critical path),
 :mod:`~hlo_go.baselines.fusion` (no fusion, XLA:CPU-like, all legal, priority fusion),
 :mod:`~hlo_go.baselines.search` (random search, simulated annealing, BRKGA),
+:mod:`~hlo_go.baselines.hdp` (the hierarchical placer of Mirhoseini et al., trained by
+policy gradient on the simulator),
 :mod:`~hlo_go.baselines.curve` (convergence curves), :mod:`~hlo_go.baselines.registry`
 (names), :mod:`~hlo_go.baselines.report` (running many and tabulating),
 :mod:`~hlo_go.baselines.cli` (the ``hlo-go baseline`` command).
@@ -45,6 +49,7 @@ from hlo_go.baselines.fusion import (
     xla_cpu_like_eligible,
     xla_cpu_like_priority,
 )
+from hlo_go.baselines.hdp import HDPConfig, run_hdp
 from hlo_go.baselines.list_scheduling import favourite_children, list_schedule_placement
 from hlo_go.baselines.placement import (
     contiguous_split,
@@ -97,6 +102,7 @@ __all__ = [
     "STANDARD_METHODS",
     "BaselineRow",
     "Curve",
+    "HDPConfig",
     "Method",
     "SearchResult",
     "SearchSpace",
@@ -127,6 +133,7 @@ __all__ = [
     "reuses_operand",
     "rich_table",
     "round_robin_placement",
+    "run_hdp",
     "run_method",
     "run_methods",
     "run_search",

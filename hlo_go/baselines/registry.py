@@ -8,7 +8,9 @@ each kind at most once; a missing kind takes its default (``single-device``, ``f
 FIFO order and no fusion, and ``"metis+critical-path+xla-cpu-like"`` sets all three.
 :func:`combine` builds the same from keyword arguments. A search method
 (``random-search``, ``simulated-annealing``, ``evolutionary``) searches all three at once
-and stands alone; its ``budget`` is simulator evaluations (default 2,000). For
+and stands alone; so does ``hdp``, the hierarchical placer trained by policy gradient
+(:func:`hlo_go.baselines.hdp.run_hdp`), which searches placement only (FIFO, no
+fusion). A search's ``budget`` is simulator evaluations (default 2,000). For
 ``priority-fusion`` the budget caps its refining simulations; other heuristics ignore it.
 
 Components run in order placement → scheduling (given the placement) → fusion (given
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -29,6 +32,9 @@ from hlo_go.baselines import scheduling as _scheduling
 from hlo_go.decisions import Decisions
 from hlo_go.graph import OpGraph
 from hlo_go.sim import Cluster
+
+if TYPE_CHECKING:
+    from hlo_go.baselines.search import SearchResult
 
 KINDS = ("placement", "scheduling", "fusion", "search")
 DEFAULTS = {"placement": "single-device", "scheduling": "fifo", "fusion": "no-fusion"}
@@ -52,7 +58,7 @@ FUSION: dict[str, Callable[..., np.ndarray]] = {
     "fuse-all-legal": _fusion.fuse_all_legal_priority,
     "priority-fusion": _fusion.priority_fusion_priority,
 }
-SEARCH: tuple[str, ...] = ("random-search", "simulated-annealing", "evolutionary")
+SEARCH: tuple[str, ...] = ("random-search", "simulated-annealing", "evolutionary", "hdp")
 _TABLES = {"placement": PLACEMENT, "scheduling": SCHEDULING, "fusion": FUSION}
 
 
@@ -98,9 +104,7 @@ class Method:
           Decisions, validated against the graph and cluster.
         """
         if self.kind == "search":
-            from hlo_go.baselines.search import run_search
-
-            return run_search(graph, cluster, self.name, budget=budget, seed=seed).best
+            return self.search(graph, cluster, seed=seed, budget=budget).best
         placement = PLACEMENT[self.placement](graph, cluster, seed=seed)
         schedule = SCHEDULING[self.scheduling](graph, cluster, placement)
         if self.fusion == "priority-fusion":
@@ -113,6 +117,44 @@ class Method:
             np.asarray(fusion, dtype=np.float32),
         )
         return decisions.validate(graph, cluster.num_devices)
+
+    def search(
+        self,
+        graph: OpGraph,
+        cluster: Cluster,
+        *,
+        seed: int = 0,
+        budget: int | None = None,
+        time_limit: float | None = None,
+    ) -> SearchResult:
+        """Runs a search method with its convergence record: ``hdp`` by
+        :func:`~hlo_go.baselines.hdp.run_hdp`, the others by
+        :func:`~hlo_go.baselines.search.run_search` (default starts).
+
+        Args:
+          graph: an OpGraph.
+          cluster: the cluster.
+          seed: the random seed.
+          budget: simulator evaluations (default 2,000).
+          time_limit: wall-clock seconds, or None for no limit.
+
+        Returns:
+          The :class:`~hlo_go.baselines.search.SearchResult`.
+
+        Raises:
+          ValueError: the method is not a search, or a budget below 1.
+        """
+        if self.kind != "search":
+            raise ValueError(f"{self.name!r} is a heuristic, not a search")
+        if self.name == "hdp":
+            from hlo_go.baselines.hdp import run_hdp
+
+            return run_hdp(graph, cluster, budget=budget, time_limit=time_limit, seed=seed)
+        from hlo_go.baselines.search import run_search
+
+        return run_search(
+            graph, cluster, self.name, budget=budget, time_limit=time_limit, seed=seed
+        )
 
 
 def names(kind: str | None = None) -> list[str]:

@@ -19,7 +19,6 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from hlo_go.baselines.registry import get
-from hlo_go.baselines.search import run_search
 from hlo_go.decisions import Decisions
 from hlo_go.graph import OpGraph
 from hlo_go.sim import Cluster, simulate
@@ -120,9 +119,7 @@ def run_method(
     curve = None
     evaluations = 0
     if spec.kind == "search":
-        found = run_search(
-            graph, cluster, spec.name, budget=budget, time_limit=time_limit, seed=seed
-        )
+        found = spec.search(graph, cluster, seed=seed, budget=budget, time_limit=time_limit)
         decisions = found.best
         curve = found.curve.to_dict()
         evaluations = found.evaluations

@@ -552,6 +552,8 @@ def run_search(
       KeyError: unknown method (the message lists the known ones).
       ValueError: a budget below 1, a space for another graph or cluster.
     """
+    if method == "hdp":
+        raise KeyError("'hdp' is a learned placer: run it with hlo_go.baselines.run_hdp")
     if method not in _STRATEGIES:
         raise KeyError(f"unknown search method {method!r}; known: {', '.join(_STRATEGIES)}")
     budget = DEFAULT_BUDGET if budget is None else int(budget)
