@@ -39,12 +39,12 @@ if __package__ in (None, ""):
 
 from experiments import _common as C
 
-GRAPHS = ("rnnlm_l2_scan", "gpt2_l2", "transformer_xl_l2")
-PLACEMENT_GRAPHS = ("rnnlm_l2_scan", "gpt2_l2")
+GRAPHS = ("rnnlm_l2_scan", "gpt2_l2")
+PLACEMENT_GRAPHS = ("rnnlm_l2_scan",)
 QUICK_GRAPHS = ("mlp",)
 DEVICES = (2, 4)
 QUICK_DEVICES = (2,)
-GO_STEPS = 30
+GO_STEPS = 20
 QUICK_GO_STEPS = 2
 REPEATS = 7
 QUICK_REPEATS = 2
