@@ -95,14 +95,14 @@ def time_to_reach(seconds: Sequence[float], values: Sequence[float], target: flo
     return None
 
 
-def thin(values: Sequence[float], points: int = 400) -> list[float]:
-    """At most about ``points`` evenly spaced entries of a long curve (the last kept)."""
-    values = list(values)
-    step = max(1, len(values) // points)
-    out = values[::step]
-    if values and out[-1] != values[-1]:
-        out.append(values[-1])
-    return out
+def thin(curve: dict[str, Sequence[float]], points: int = 400) -> dict[str, list[float]]:
+    """A long curve (name -> equally long columns) cut to about ``points`` evenly spaced
+    entries, the last one kept."""
+    length = len(next(iter(curve.values()), []))
+    keep = list(range(0, length, max(1, length // points)))
+    if length and keep[-1] != length - 1:
+        keep.append(length - 1)
+    return {name: [column[i] for i in keep] for name, column in curve.items()}
 
 
 def geomean(values: Sequence[float]) -> float | None:

@@ -83,11 +83,13 @@ def run_graph(
         )),
     ):  # fmt: skip
         found = run()
-        curves[label] = {
-            "seconds": C.thin(found.curve.seconds.tolist()),
-            "best_step_time": C.thin(found.curve.best_step_time.tolist()),
-            "evaluations": C.thin(found.curve.evaluations.tolist()),
-        }
+        curves[label] = C.thin(
+            {
+                "seconds": found.curve.seconds.tolist(),
+                "best_step_time": found.curve.best_step_time.tolist(),
+                "evaluations": found.curve.evaluations.tolist(),
+            }
+        )
     hdp_ratio, hdp_reached, hdp_target = _ratio(curves["HDP"], go)
     sa_ratio, sa_reached, sa_target = _ratio(curves["SA"], go)
     return {

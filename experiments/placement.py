@@ -103,10 +103,12 @@ def place_graph(
         "oom": oom,
         "seconds": seconds,
         "go_one_curve": C.curve_of(trained.history),
-        "hdp_curve": {
-            "seconds": C.thin(hdp.curve.seconds.tolist()),
-            "best_step_time": C.thin(hdp.curve.best_step_time.tolist()),
-        },
+        "hdp_curve": C.thin(
+            {
+                "seconds": hdp.curve.seconds.tolist(),
+                "best_step_time": hdp.curve.best_step_time.tolist(),
+            }
+        ),
     }
 
 
