@@ -159,7 +159,8 @@ def write_outputs(
     args = list(sys.argv[1:] if argv is None else argv)
     result = {
         **result,
-        "command": f"python experiments/{name}.py " + " ".join(args),
+        "plots": [Path(p).name for p in result.get("plots", [])],  # beside the JSON
+        "command": " ".join(["python", f"experiments/{name}.py", *args]),
         "wall_s": round(time.perf_counter() - began, 1),
     }
     path = out / f"{name}{suffix}.json"
@@ -176,7 +177,7 @@ def write_outputs(
     ]
     md += ["", markdown_table(result.get("rows", []))]
     for plot in result.get("plots", []):
-        md.append(f"![{Path(plot).stem}]({Path(plot).name})")
+        md.append(f"![{Path(plot).stem}]({plot})")
     (out / f"{name}{suffix}.md").write_text("\n".join(md) + "\n")
     print_result(Console(), name, result)
     json.loads(path.read_text())  # written whole

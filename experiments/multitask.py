@@ -30,10 +30,10 @@ if __package__ in (None, ""):
 
 from experiments import _common as C
 
-GRAPHS = ("rnnlm_l2_scan", "gpt2_l2")
+GRAPHS = ("rnnlm_l2_scan", "gpt2_l2", "transformer_xl_l2")
 QUICK_GRAPHS = ("attention",)
 CLUSTER = "v100x4"
-STEPS = 24
+STEPS = 36
 QUICK_STEPS = 3
 SINGLE = ("placement", "scheduling", "fusion")
 XLA_DEFAULT = "single-device+fifo+xla-cpu-like"

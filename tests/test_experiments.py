@@ -20,7 +20,7 @@ def _outputs(out: Path, name: str) -> dict:
     assert md.startswith("# ") and "|---|" in md
     assert data["quick"] is True and data["command"].startswith(f"python experiments/{name}.py")
     for plot in data.get("plots", []):
-        assert Path(plot).is_file()
+        assert (out / plot).is_file()
     return data
 
 
