@@ -246,3 +246,30 @@ def test_count_collectives_async_and_called():
     assert collective_bytes(parse_hlo(ASYNC)) == only(
         all_reduce=64, all_gather=256, reduce_scatter=16, collective_permute=64
     )
+
+
+def test_float64_arbiter_accepts_an_ill_conditioned_partitioned_sum():
+    # Row sums of terms that nearly cancel: the exact sums are tiny against the terms,
+    # so float32 in any order is off by far more than 1e-4 of the (tiny) output. Split
+    # over the summed dim, the 8 partial sums are added in another order than one
+    # device's loop: neither elementwise nor normwise agreement holds, but the
+    # partitioned result is as accurate as one device's against float64.
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(4, 4096)).astype(np.float32) * np.float32(1e4)
+    x[:, -1] = -x[:, :-1].astype(np.float64).sum(axis=1)  # rows sum to ~0
+    text = annotate(lowered(lambda a: jnp.sum(a, axis=1), x), {0: "{devices=[1,8]<=[8]}"})
+    check = check_spmd(text, 8, [x])
+    assert check.correct, check.message
+    assert "float64" in check.message  # decided by the arbiter, not elementwise
+    exact = x.astype(np.float64).sum(axis=1)
+    single = jax.jit(lambda a: jnp.sum(a, axis=1))(x)
+    error = np.max(np.abs(check.outputs[0] - exact))
+    assert error <= 4 * max(np.max(np.abs(np.asarray(single, np.float64) - exact)), 1e-30)
+
+
+def test_float64_arbiter_still_rejects_a_wrong_result():
+    x = np.ones((8, 64), np.float32)
+    text = annotate(lowered(lambda a: jnp.sum(a, axis=1), x), {0: "{devices=[1,8]<=[8]}"})
+    wrong = [np.full((8,), 63.0, np.float32)]  # an explicit, wrong reference
+    check = check_spmd(text, 8, [x], reference=wrong)
+    assert not check.correct

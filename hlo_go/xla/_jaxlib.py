@@ -126,15 +126,19 @@ def compile_hlo_text(
     return backend.compile_and_load(mlir, _xla_jax.DeviceList((target,)), options)
 
 
-def run_executable(executable: Any, args: list[Any]) -> list[Any]:
+def run_executable(executable: Any, args: list[Any], *, x64: bool = False) -> list[Any]:
     """Runs a loaded single-device executable on host arrays; returns numpy outputs
-    (tuple results flattened)."""
+    (tuple results flattened). ``x64=True`` keeps 64-bit arguments 64-bit (JAX would
+    otherwise narrow them to 32 bits on the way to the device)."""
+    import contextlib
+
     import jax
     import numpy as np
 
     device = executable.local_devices()[0]
-    buffers = [jax.device_put(a, device) for a in args]
-    return [np.asarray(out) for out in executable.execute(buffers)]
+    with jax.enable_x64(True) if x64 else contextlib.nullcontext():
+        buffers = [jax.device_put(a, device) for a in args]
+        return [np.asarray(out) for out in executable.execute(buffers)]
 
 
 def module_from_proto(proto: bytes) -> Any:
