@@ -11,7 +11,9 @@ Per graph, ``go_vs_hdp_convergence_speedup`` = (HDP's seconds to first reach its
 final step time) / (GO-one's seconds to reach that same step time): how much faster GO
 gets to HDP's answer (the paper's 15×). When GO-one never reaches it, the graph counts in
 ``go_vs_hdp_unreached`` and its ratio is an upper bound (HDP's seconds / GO-one's whole
-training time). The same against simulated annealing.
+training time). When HDP never improves on its first evaluation (one device) within the
+time, it has no convergence time: the ratio is None and the graph counts in
+``hdp_never_improved``. The same against simulated annealing.
 
 Run: ``python experiments/convergence.py [--quick]``.
 """
@@ -33,7 +35,7 @@ from experiments import _common as C
 GRAPHS = ("rnnlm_l2_scan", "gpt2_l2")
 QUICK_GRAPHS = ("cnn",)
 CLUSTER = "v100x4"
-STEPS = 30
+STEPS = 40
 QUICK_STEPS = 3
 TASKS = ("placement",)
 UNLIMITED_EVALUATIONS = 10**7
@@ -41,14 +43,18 @@ UNLIMITED_EVALUATIONS = 10**7
 
 def _ratio(
     reference: dict[str, list[float]], go: dict[str, list[float]]
-) -> tuple[float, bool, float]:
+) -> tuple[float | None, bool, float]:
     """``(speedup, reached, target)``: reference's seconds to its final value over GO's
-    seconds to that value (an upper bound when GO never reaches it)."""
-    target = reference["best_step_time"][-1]
-    t_ref = C.time_to_reach(reference["seconds"], reference["best_step_time"], target)
+    seconds to that value (an upper bound when GO never reaches it; None when the
+    reference never improved on its first evaluation, so it has no convergence time)."""
+    values = reference["best_step_time"]
+    target = values[-1]
+    if not values or target >= values[0]:
+        return None, False, target
+    t_ref = C.time_to_reach(reference["seconds"], values, target) or 0.0
     t_go = C.time_to_reach(go["seconds"], go["best_step_time"], target)
     reached = t_go is not None
-    return (t_ref or 0.0) / max(t_go if reached else go["seconds"][-1], 1e-9), reached, target
+    return t_ref / max(t_go if reached else go["seconds"][-1], 1e-9), reached, target
 
 
 def run_graph(
@@ -154,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "convergence",
             "  final "
             + ", ".join(f"{k} {v * 1e3:.4g} ms" for k, v in run["final"].items())
-            + f"; GO vs HDP {run['go_vs_hdp']:.3g}x, vs SA {run['go_vs_sa']:.3g}x",
+            + f"; GO vs HDP {run['go_vs_hdp']}x, vs SA {run['go_vs_sa']}x",
         )
         runs.append(run)
     rows = [
@@ -173,6 +179,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     ]
     args.out.mkdir(parents=True, exist_ok=True)
     reached_hdp = [r["go_vs_hdp"] for r in runs if r["go_reached_hdp"]]
+    improved = [r for r in runs if r["go_vs_hdp"] is not None]
     result = {
         "title": f"Convergence: placement quality vs wall-clock ({args.cluster}, simulated)",
         "setup": {
@@ -184,11 +191,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "seed": args.seed,
         },
         "go_vs_hdp_convergence_speedup_median": C.median(reached_hdp),
-        "go_vs_hdp_unreached": sum(not r["go_reached_hdp"] for r in runs),
+        "go_vs_hdp_unreached": sum(not r["go_reached_hdp"] for r in improved),
+        "hdp_never_improved": sum(r["go_vs_hdp"] is None for r in runs),
         "go_vs_sa_convergence_speedup_median": C.median(
             [r["go_vs_sa"] for r in runs if r["go_reached_sa"]]
         ),
-        "go_vs_sa_unreached": sum(not r["go_reached_sa"] for r in runs),
+        "go_vs_sa_unreached": sum(
+            not r["go_reached_sa"] for r in runs if r["go_vs_sa"] is not None
+        ),
         "go_final_vs_hdp_final_mean_speedup": C.mean(
             [r["final"]["HDP"] / r["final"]["GO-one"] for r in runs]
         ),
