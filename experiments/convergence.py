@@ -32,10 +32,10 @@ if __package__ in (None, ""):
 
 from experiments import _common as C
 
-GRAPHS = ("rnnlm_l2_scan", "gpt2_l2")
+GRAPHS = ("rnnlm_l2_scan", "gnmt_l2_scan", "gpt2_l2")
 QUICK_GRAPHS = ("cnn",)
 CLUSTER = "v100x4"
-STEPS = 40
+STEPS = 200
 QUICK_STEPS = 3
 TASKS = ("placement",)
 UNLIMITED_EVALUATIONS = 10**7

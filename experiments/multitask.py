@@ -33,7 +33,7 @@ from experiments import _common as C
 GRAPHS = ("rnnlm_l2_scan", "gpt2_l2", "transformer_xl_l2")
 QUICK_GRAPHS = ("attention",)
 CLUSTER = "v100x4"
-STEPS = 36
+STEPS = 150
 QUICK_STEPS = 3
 SINGLE = ("placement", "scheduling", "fusion")
 XLA_DEFAULT = "single-device+fifo+xla-cpu-like"

@@ -38,10 +38,10 @@ if __package__ in (None, ""):
 
 from experiments import _common as C
 
-GRAPHS = ("rnnlm_l2_scan", "gnmt_l2_scan", "gpt2_l2")
+GRAPHS = ("rnnlm_l2_scan", "gnmt_l2_scan", "gpt2_l2", "transformer_xl_l2")
 QUICK_GRAPHS = ("mlp", "cnn")
 CLUSTERS = ("v100x4", "v100x8")
-GO_STEPS = 30
+GO_STEPS = 200
 QUICK_GO_STEPS = 3
 HEURISTICS = ("single-device", "round-robin", "expert", "metis", "heft", "m-etf", "m-sct")
 SEARCHES = ("random-search", "simulated-annealing", "evolutionary")
