@@ -50,6 +50,19 @@ def load_graphs(names: Sequence[str]) -> dict[str, Any]:
     return {name: load_graph(name)[1] for name in dict.fromkeys(names)}
 
 
+def select_graphs(
+    names: Sequence[str] | None, *, quick: bool, full: Sequence[str], quick_names: Sequence[str]
+) -> dict[str, Any]:
+    """The graphs an experiment runs on: ``names`` given on the command line, else the
+    CI-sized :func:`quick_graphs` named ``quick_names`` with ``--quick``, else the corpus
+    graphs ``full``."""
+    if names:
+        return load_graphs(names)
+    if quick:
+        return {k: v for k, v in quick_graphs().items() if k in quick_names}
+    return load_graphs(full)
+
+
 def family(name: str) -> str:
     """A corpus graph's model family (the file stem for other inputs)."""
     from hlo_go import corpus

@@ -35,13 +35,13 @@ if __package__ in (None, ""):
 from experiments import _common as C
 
 GRAPHS = ("rnnlm_l2_scan", "gnmt_l2_scan", "gpt2_l2", "transformer_xl_l2")
-HELD_OUT = ("gpt2_l2", "rnnlm_l2_scan")
+HELD_OUT = ("gpt2_l2",)
 QUICK_GRAPHS = ("mlp", "cnn", "attention")
 QUICK_HELD_OUT = ("attention",)
 CLUSTER = "v100x4"
-PRETRAIN_STEPS = 400
+PRETRAIN_STEPS = 300
 FINETUNE_STEPS = 50
-GO_ONE_STEPS = 200
+GO_ONE_STEPS = 150
 QUICK = {"PRETRAIN_STEPS": 4, "FINETUNE_STEPS": 2, "GO_ONE_STEPS": 3}
 
 

@@ -30,10 +30,10 @@ if __package__ in (None, ""):
 
 from experiments import _common as C
 
-GRAPHS = ("rnnlm_l2_scan", "gpt2_l2", "transformer_xl_l2")
+GRAPHS = ("rnnlm_l2_scan", "gpt2_l2")
 QUICK_GRAPHS = ("attention",)
 CLUSTER = "v100x4"
-STEPS = 150
+STEPS = 90
 QUICK_STEPS = 3
 SINGLE = ("placement", "scheduling", "fusion")
 XLA_DEFAULT = "single-device+fifo+xla-cpu-like"
@@ -175,12 +175,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = p.parse_args(argv)
     began = time.perf_counter()
     steps = args.steps or (QUICK_STEPS if args.quick else STEPS)
-    if args.graphs:
-        graphs = C.load_graphs(args.graphs)
-    elif args.quick:
-        graphs = {k: v for k, v in C.quick_graphs().items() if k in QUICK_GRAPHS}
-    else:
-        graphs = C.load_graphs(GRAPHS)
+    graphs = C.select_graphs(args.graphs, quick=args.quick, full=GRAPHS, quick_names=QUICK_GRAPHS)
     runs = []
     for name, graph in graphs.items():
         C.log("multitask", f"{name} ({graph.num_nodes} nodes) on {args.cluster}, {steps} steps")

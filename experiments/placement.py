@@ -194,12 +194,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = p.parse_args(argv)
     began = time.perf_counter()
     steps = args.steps or (QUICK_GO_STEPS if args.quick else GO_STEPS)
-    if args.graphs:
-        graphs = C.load_graphs(args.graphs)
-    elif args.quick:
-        graphs = {k: v for k, v in C.quick_graphs().items() if k in QUICK_GRAPHS}
-    else:
-        graphs = C.load_graphs(GRAPHS)
+    graphs = C.select_graphs(args.graphs, quick=args.quick, full=GRAPHS, quick_names=QUICK_GRAPHS)
     runs = []
     for name, graph in graphs.items():
         for cluster in args.clusters:
