@@ -151,6 +151,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p.add_argument("--graphs", nargs="+", help="corpus names or HLO files (the pool)")
     p.add_argument("--held-out", nargs="+", help="graphs of the pool to hold out, one at a time")
     p.add_argument("--cluster", default=CLUSTER)
+    p.add_argument("--pretrain-steps", type=int, help=f"default {PRETRAIN_STEPS}")
+    p.add_argument("--finetune-steps", type=int, help=f"at most 50; default {FINETUNE_STEPS}")
+    p.add_argument("--go-one-steps", type=int, help=f"default {GO_ONE_STEPS}")
     args = p.parse_args(argv)
     began = time.perf_counter()
     steps = dict(
@@ -158,6 +161,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     )
     if args.quick:
         steps.update(QUICK)
+    for key in steps:
+        given = getattr(args, key.lower())
+        if given is not None:
+            steps[key] = given
     if args.graphs:
         graphs = C.load_graphs(args.graphs)
         families = {g: C.family(g) for g in graphs}
