@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 import sys
 import time
@@ -45,9 +44,13 @@ def log(name: str, message: str) -> None:
 
 def load_graphs(names: Sequence[str]) -> dict[str, Any]:
     """Corpus graphs by name (an HLO file path works too): name -> OpGraph."""
+    from hlo_go.hlo.parser import HloParseError
     from hlo_go.rl.cli import load_graph
 
-    return {name: load_graph(name)[1] for name in dict.fromkeys(names)}
+    try:
+        return {name: load_graph(name)[1] for name in dict.fromkeys(names)}
+    except (FileNotFoundError, HloParseError) as error:  # a clear message, not a traceback
+        raise SystemExit(f"error: {error}") from None
 
 
 def select_graphs(
@@ -193,7 +196,6 @@ def write_outputs(
         md.append(f"![{Path(plot).stem}]({plot})")
     (out / f"{name}{suffix}.md").write_text("\n".join(md) + "\n")
     print_result(Console(), name, result)
-    json.loads(path.read_text())  # written whole
     return path
 
 

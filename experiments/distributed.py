@@ -38,17 +38,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-EXPERIMENTS_DIR = Path(__file__).resolve().parent
-if str(EXPERIMENTS_DIR.parent) not in sys.path:  # `python experiments/distributed.py`
-    sys.path.insert(0, str(EXPERIMENTS_DIR.parent))
-RESULTS_DIR = EXPERIMENTS_DIR / "results"
+if __package__ in (None, ""):  # `python experiments/distributed.py`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from experiments._common import PRIOR_BIAS, RESULTS_DIR
+
 DEFAULT_GRAPHS = ("rnnlm_l2_scan", "gnmt_l2_scan")
 DEFAULT_CLUSTER = "v100x4"
 DEFAULT_STEPS = 40
 QUICK_STEPS = 3
-PRIOR_BIAS = 3.0
-"""Fresh parameters lean toward one device / fuse everything legal, as in
-``benchmarks/bench_rl.py`` (see :class:`hlo_go.rl.TrainConfig`)."""
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

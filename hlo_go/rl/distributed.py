@@ -68,6 +68,7 @@ from hlo_go.rl.trainer import (
     _named,
     agent_for,
     apply_prior,
+    step_stats,
 )
 from hlo_go.sim import Cluster
 
@@ -203,36 +204,6 @@ def resolve_workers(workers: int | None) -> int:
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
     return workers
-
-
-_STAT_NAMES = (
-    "reward_mean",
-    "reward_max",
-    "step_time_mean",
-    "step_time_min",
-    "best_step_time",
-    "reference_time",
-    "best_speedup",
-    "greedy_step_time",
-    "oom_fraction",
-    "wall_s",
-)
-
-
-def _worker_stats(env: GraphEnv, scores: Scores, greedy_time: float, elapsed: float) -> list:
-    """One worker's numbers of a step, in :data:`_STAT_NAMES` order."""
-    return [
-        float(np.mean(scores.rewards)),
-        float(np.max(scores.rewards)),
-        float(np.mean(scores.step_times)),
-        float(np.min(scores.step_times)),
-        env.best_time,
-        env.reference_time,
-        env.reference_time / env.best_time,
-        greedy_time,
-        float(np.mean(scores.oom)),
-        elapsed,
-    ]
 
 
 def data_parallel_pretrain(
@@ -389,21 +360,23 @@ def data_parallel_pretrain(
             }
             elapsed += time.perf_counter() - began
             local_stats = [
-                _worker_stats(step_envs[w], step_scores[w], greedy_times[w], elapsed) for w in local
+                step_stats(step_envs[w], step_scores[w], greedy_times[w], elapsed) for w in local
             ]
+            names = list(local_stats[0])
             # [W, stats], exactly (gather_workers would pass through float32)
             every = np.asarray(
-                [row for part in allgather_objects(local_stats) for row in part], np.float64
+                [list(row.values()) for part in allgather_objects(local_stats) for row in part],
+                np.float64,
             )
+            column = {name: every[:, i] for i, name in enumerate(names)}
             first, last = jax.device_get((infos[0], infos[-1]))
-            mean = dict(zip(_STAT_NAMES, every.mean(axis=0).tolist(), strict=True))
             row = {
                 "step": step,
                 "graph": "+".join(owned[w][schedules[w](step)][0] for w in range(count)),
-                **mean,
-                "wall_s": float(every[:, -1].max()),
-                "reward_max": float(every[:, 1].max()),
-                "step_time_min": float(every[:, 3].min()),
+                **{name: float(values.mean()) for name, values in column.items()},
+                "wall_s": float(column["wall_s"].max()),
+                "reward_max": float(column["reward_max"].max()),
+                "step_time_min": float(column["step_time_min"].min()),
                 "loss": float(first.total),
                 "policy_loss": float(first.policy),
                 "value_loss": float(first.value),
@@ -412,7 +385,7 @@ def data_parallel_pretrain(
                 "clip_fraction": float(last.clip_fraction),
                 "grad_norm": float(first.grad_norm),
                 "workers": count,
-                "reward_mean_per_worker": every[:, 0].tolist(),
+                "reward_mean_per_worker": column["reward_mean"].tolist(),
             }
             if logger is not None:
                 logger.log(step, row)

@@ -49,7 +49,7 @@ from hlo_go.rl.checkpoint import (
     save_checkpoint,
 )
 from hlo_go.rl.config import TrainConfig
-from hlo_go.rl.env import GraphEnv
+from hlo_go.rl.env import GraphEnv, Scores
 from hlo_go.rl.metrics import MetricsLogger
 from hlo_go.rl.ppo import PPOBatch, PPOConfig, make_optimizer
 from hlo_go.sim import Cluster, simulate
@@ -209,6 +209,31 @@ def _greedy(agent: GOAgent, params: Any, env: GraphEnv) -> tuple[Decisions, floa
     return decisions[0], float(scores.step_times[0])
 
 
+def step_stats(
+    env: GraphEnv, scores: Scores, greedy_time: float, elapsed: float
+) -> dict[str, float]:
+    """The metric columns of one training step on one graph that do not come from the loss.
+
+    Args:
+      env: the graph's environment (its best and reference times).
+      scores: the step's scored samples.
+      greedy_time: the greedy decisions' step time (nan when not evaluated this step).
+      elapsed: training wall-clock seconds so far.
+    """
+    return {
+        "wall_s": elapsed,
+        "reward_mean": float(np.mean(scores.rewards)),
+        "reward_max": float(np.max(scores.rewards)),
+        "step_time_mean": float(np.mean(scores.step_times)),
+        "step_time_min": float(np.min(scores.step_times)),
+        "best_step_time": env.best_time,
+        "reference_time": env.reference_time,
+        "best_speedup": env.reference_time / env.best_time,
+        "greedy_step_time": greedy_time,
+        "oom_fraction": float(np.mean(scores.oom)),
+    }
+
+
 def _train(
     envs: list[GraphEnv],
     config: TrainConfig,
@@ -290,16 +315,7 @@ def _train(
             row = {
                 "step": step,
                 "graph": env.name,
-                "wall_s": elapsed,
-                "reward_mean": float(np.mean(scores.rewards)),
-                "reward_max": float(np.max(scores.rewards)),
-                "step_time_mean": float(np.mean(scores.step_times)),
-                "step_time_min": float(np.min(scores.step_times)),
-                "best_step_time": env.best_time,
-                "reference_time": env.reference_time,
-                "best_speedup": env.reference_time / env.best_time,
-                "greedy_step_time": greedy_time,
-                "oom_fraction": float(np.mean(scores.oom)),
+                **step_stats(env, scores, greedy_time, elapsed),
                 "loss": float(first.total),
                 "policy_loss": float(first.policy),
                 "value_loss": float(first.value),
