@@ -40,7 +40,11 @@ GRAPHS = ("mlp", "gpt2_l2", "bert_l2", "transformer_xl_l2", "resnet_26", "gpt2_l
 CPU_GRAPHS = ("mlp", "gpt2_l2", "bert_l2", "resnet_26")
 QUICK_GRAPHS = ("mlp", "gpt2_l2")
 CLUSTERS = (("h100x8", "2x4"), ("tpu-v4-8", "2x2"))
-METHODS = ("replicated", "dp", "megatron", "greedy", "ilp", "policy")
+METHODS = ("replicated", "dp", "megatron", "greedy", "core-greedy", "ilp", "policy")
+# Methods that compile (jit) on first use: timed twice, cold and then warm.
+COMPILING = ("policy", "policy-ft")
+# "Largest graphs" of the policy's solve-time target: at least this many nodes.
+LARGE_NODES = 2000
 ILP_TIME_LIMIT_S = 60.0
 QUICK_ILP_TIME_LIMIT_S = 20.0
 MEMORY_FRACTION = 0.6
@@ -84,12 +88,18 @@ def _methods() -> list[str]:
     return [m for m in METHODS if m in names()]
 
 
-def _solve(sg: Any, method: str, time_limit: float) -> tuple[np.ndarray, float]:
+def _solve(sg: Any, method: str, time_limit: float) -> tuple[np.ndarray, float, float]:
+    """``(choice, solve seconds, cold solve seconds)``: methods that compile on first use
+    (:data:`COMPILING`) run twice, and the first run's time is the cold one."""
     from hlo_go.sharding import get
 
-    started = time.perf_counter()
-    choice = get(method)(sg, time_limit_s=time_limit)
-    return choice, time.perf_counter() - started
+    runs = 2 if method in COMPILING else 1
+    times = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        choice = get(method)(sg, time_limit_s=time_limit)
+        times.append(time.perf_counter() - started)
+    return choice, times[-1], times[0]
 
 
 def measure(quick: bool) -> dict[str, Any]:
@@ -114,7 +124,7 @@ def measure(quick: bool) -> dict[str, Any]:
             build_s = time.perf_counter() - started
             choices: dict[str, np.ndarray] = {}
             for method in methods:
-                choice, solve_s = _solve(sg, method, limit)
+                choice, solve_s, cold_s = _solve(sg, method, limit)
                 choices[method] = choice
                 r = simulate_sharding(sg, choice)
                 rows.append(
@@ -124,7 +134,8 @@ def measure(quick: bool) -> dict[str, Any]:
                         "step_ms": r.step_time_s * 1e3, "compute_ms": r.compute_s * 1e3,
                         "communication_ms": r.communication_s * 1e3,
                         "peak_memory_mb": r.peak_memory / 1e6, "oom": r.oom,
-                        "collectives": r.collectives, "solve_s": solve_s, "build_s": build_s,
+                        "collectives": r.collectives, "solve_s": solve_s,
+                        "solve_cold_s": cold_s, "build_s": build_s,
                     }
                 )  # fmt: skip
                 _console.log(
@@ -137,8 +148,10 @@ def measure(quick: bool) -> dict[str, Any]:
             dp_peak = simulate_sharding(sg, choices["dp"]).peak_memory
             budget = MEMORY_FRACTION * dp_peak
             tight = sg._replace(problem=sg.problem._replace(memory_budget=budget))
-            for method in ("dp", "ilp"):
-                choice, solve_s = _solve(tight, method, limit)
+            for method in ("dp", "ilp", "policy"):
+                if method not in methods:
+                    continue
+                choice, solve_s, _ = _solve(tight, method, limit)
                 r = simulate_sharding(tight, choice)
                 memory_rows.append(
                     {
@@ -182,7 +195,11 @@ def _summarize(
     by = {(r["graph"], r["cluster"], r["method"]): r for r in rows}
     speedups: dict[str, list[float]] = {"ilp": [], "policy": []}
     policy_gap: list[float] = []
+    large_gap: list[float] = []
     solve_ratio: list[float] = []
+    large_ratio: list[float] = []
+    large_cold_ratio: list[float] = []
+    over_prior: list[float] = []
     for graph, cluster, method in list(by):
         if method != "dp":
             continue
@@ -192,8 +209,15 @@ def _summarize(
                 speedups[m].append(dp / by[(graph, cluster, m)]["step_ms"])
         if (graph, cluster, "policy") in by:
             ilp, pol = by[(graph, cluster, "ilp")], by[(graph, cluster, "policy")]
-            policy_gap.append(pol["step_ms"] / ilp["step_ms"] - 1)
+            gap = pol["step_ms"] / ilp["step_ms"] - 1
+            policy_gap.append(gap)
             solve_ratio.append(ilp["solve_s"] / max(pol["solve_s"], 1e-9))
+            if pol["nodes"] >= LARGE_NODES:
+                large_gap.append(gap)
+                large_ratio.append(ilp["solve_s"] / max(pol["solve_s"], 1e-9))
+                large_cold_ratio.append(ilp["solve_s"] / max(pol["solve_cold_s"], 1e-9))
+            if (graph, cluster, "core-greedy") in by:
+                over_prior.append(by[(graph, cluster, "core-greedy")]["step_ms"] / pol["step_ms"])
     out: dict[str, Any] = {
         "rows": rows,
         "memory_rows": memory_rows,
@@ -211,6 +235,20 @@ def _summarize(
         out["policy_speedup_over_dp_geomean"] = _geomean(speedups["policy"])
         out["policy_gap_to_ilp_median"] = statistics.median(policy_gap)
         out["ilp_over_policy_solve_time_median"] = statistics.median(solve_ratio)
+        out["policy_within_5pct_of_ilp"] = sum(g <= 0.05 for g in policy_gap)
+        out["large_graphs_min_nodes"] = LARGE_NODES
+        out["large_cases"] = len(large_gap)
+        out["policy_gap_to_ilp_large_max"] = max(large_gap, default=None)
+        out["policy_gap_to_ilp_large_median"] = statistics.median(large_gap) if large_gap else None
+        out["ilp_over_policy_solve_time_large_min"] = min(large_ratio, default=None)
+        out["ilp_over_policy_solve_time_large_median"] = (
+            statistics.median(large_ratio) if large_ratio else None
+        )
+        out["ilp_over_policy_cold_solve_time_large_median"] = (
+            statistics.median(large_cold_ratio) if large_cold_ratio else None
+        )
+        out["policy_speedup_over_prior_geomean"] = _geomean(over_prior)
+        out["policy_memory_fits"] = sum(r["fits"] for r in memory_rows if r["method"] == "policy")
     out["quick"] = quick
     return out
 

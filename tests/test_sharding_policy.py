@@ -28,8 +28,10 @@ from hlo_go.sharding.policy import (
     load_policy,
     policy_for,
     policy_method,
+    prior_choice,
     save_policy,
     shard_with_policy,
+    shipped_policy,
     strategy_features,
     train_sharding_policy,
 )
@@ -212,10 +214,38 @@ def test_inference_and_method(sg, params):
     assert total_cost(sg.problem, best) <= total_cost(sg.problem, greedy)
     with pytest.raises(ValueError, match="fine-tuning"):
         finetune(sg, params, steps=51, config=SMALL)
-    # The registry's entry point, zero-shot with given parameters.
-    choice = policy_method(sg, params=params, config=SMALL)
+    # The registry's entry point, zero-shot with given parameters: the greedy decode, or
+    # the best of it and samples.
+    choice = policy_method(sg, params=params, config=SMALL, samples=0)
     np.testing.assert_array_equal(choice, greedy)
     assert choice.shape == (sg.num_nodes,) and np.isfinite(total_cost(sg.problem, choice))
+    sampled = policy_method(sg, params=params, config=SMALL, samples=4)
+    assert total_cost(sg.problem, sampled) <= total_cost(sg.problem, greedy)
+    # Fine-tuned first: never worse than zero-shot with the same samples.
+    tuned = policy_method(sg, params=params, config=SMALL, samples=4, finetune_steps=2)
+    assert total_cost(sg.problem, tuned) <= total_cost(sg.problem, sampled)
+
+
+def test_untrained_decode_is_the_prior(sg, params):
+    """Fresh weights decode to the prior's choice: what ``core-greedy`` returns."""
+    np.testing.assert_array_equal(
+        shard_with_policy(sg, params, config=SMALL), prior_choice(sg, SMALL)
+    )
+    np.testing.assert_array_equal(get("core-greedy")(sg), prior_choice(sg))
+    # No costlier than greedy's own choice on the whole graph (its core is greedy's
+    # problem, the rest is optimal given it).
+    assert total_cost(sg.problem, prior_choice(sg)) <= total_cost(sg.problem, get("greedy")(sg)) * (
+        1 + 1e-9
+    )
+
+
+def test_shipped_policy_decodes_zero_shot(sg):
+    params, config = shipped_policy()
+    assert config.network.hidden_size > SMALL.network.hidden_size  # the full-size network
+    choice = get("policy")(sg)
+    assert choice.shape == (sg.num_nodes,)
+    assert np.isfinite(total_cost(sg.problem, choice))
+    np.testing.assert_array_equal(choice, policy_method(sg, params=params, config=config))
 
 
 def test_config_round_trip_and_checks():

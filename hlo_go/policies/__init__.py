@@ -10,6 +10,10 @@ Each shipped policy is a small checkpoint (parameters only, no optimizer state) 
 
 ``python -m hlo_go.policies.ship RUN_DIR NAME`` turns a training run into a shipped
 policy; the commands that trained these are in that module's docstring.
+
+Beside them, ``sharding.msgpack`` is the pre-trained SPMD sharding policy
+(:mod:`hlo_go.sharding.policy`, written by :mod:`hlo_go.sharding.pretrain`; its
+docstring has the command): what ``hlo-go shard --method policy`` decodes zero-shot.
 """
 
 from __future__ import annotations
@@ -25,6 +29,19 @@ SHIPPED: dict[str, str] = {
 }
 # The name "default" stands for this shipped policy.
 DEFAULT = "v100x4"
+# The shipped sharding policy's file (a hlo_go.sharding.policy.save_policy file).
+SHARDING = "sharding.msgpack"
+
+
+def sharding_policy_path() -> Path:
+    """The shipped sharding policy's file (:func:`hlo_go.sharding.policy.shipped_policy`)."""
+    path = Path(__file__).with_name(SHARDING)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"the shipped sharding policy {path} is missing; train one with "
+            "python -m hlo_go.sharding.pretrain (see its docstring)"
+        )
+    return path
 
 
 def shipped_names() -> list[str]:

@@ -16,7 +16,10 @@ Module by concept: :mod:`~hlo_go.sharding.mesh`, :mod:`~hlo_go.sharding.spec`,
 :mod:`~hlo_go.sharding.problem`, :mod:`~hlo_go.sharding.simulate`,
 :mod:`~hlo_go.sharding.lower`, :mod:`~hlo_go.sharding.greedy`,
 :mod:`~hlo_go.sharding.ilp`, :mod:`~hlo_go.sharding.methods`,
-:mod:`~hlo_go.sharding.cli` (``hlo-go shard``).
+:mod:`~hlo_go.sharding.cli` (``hlo-go shard``); the learned policy:
+:mod:`~hlo_go.sharding.policy` (network, PPO, shipped pre-trained policy),
+:mod:`~hlo_go.sharding.imitation` (learning the ILP's choices),
+:mod:`~hlo_go.sharding.pretrain` (``python -m hlo_go.sharding.pretrain``).
 """
 
 from hlo_go.sharding.build import ShardingGraph, build_sharding, inline_calls

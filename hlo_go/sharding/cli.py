@@ -52,7 +52,7 @@ def add_shard_command(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--cluster", default="h100x8", help="cluster preset or file (default h100x8)")
     p.add_argument("--stage", default="unoptimized", help="corpus stage for a corpus graph")
-    p.add_argument("--time-limit", type=float, default=60.0, help="ILP / policy seconds")
+    p.add_argument("--time-limit", type=float, default=60.0, help="ILP / policy-ft seconds")
     p.add_argument(
         "--measure", action="store_true", help="run on CPU devices: correctness and times"
     )

@@ -2,7 +2,9 @@
 
 Every method is ``method(sg: ShardingGraph, *, seed=0, time_limit_s=None) -> np.ndarray``
 (a strategy index per node), registered in :data:`METHODS`; :func:`get` looks one up.
-``policy`` is the learned sharding policy (:mod:`hlo_go.sharding.policy`).
+``policy`` is the learned sharding policy (:mod:`hlo_go.sharding.policy`), shipped
+pre-trained and decoded zero-shot; ``policy-ft`` fine-tunes it on the graph first;
+``core-greedy`` is its prior alone.
 
 * ``replicated``: every node whole on every device (the unsharded program, repeated).
 * ``dp``: data parallel over the whole mesh. The batch size is the leading dimension of
@@ -214,11 +216,36 @@ def megatron(
 
 
 def policy(sg: ShardingGraph, *, seed: int = 0, time_limit_s: float | None = None) -> np.ndarray:
-    """The learned sharding policy, trained with PPO on this graph within the time limit
-    (:func:`hlo_go.sharding.policy.policy_method`); the best choice it sampled."""
+    """The shipped pre-trained sharding policy, zero-shot: the best of its greedy decode
+    and a few samples (:func:`hlo_go.sharding.policy.policy_method`)."""
     from hlo_go.sharding.policy import policy_method
 
-    return policy_method(sg, seed=seed, time_limit_s=time_limit_s)
+    del time_limit_s
+    return policy_method(sg, seed=seed)
+
+
+def policy_finetuned(
+    sg: ShardingGraph, *, seed: int = 0, time_limit_s: float | None = None
+) -> np.ndarray:
+    """The shipped policy fine-tuned with PPO on this graph
+    (:data:`~hlo_go.sharding.policy.DEFAULT_FINETUNE_STEPS` steps, within the time limit)."""
+    from hlo_go.sharding.policy import DEFAULT_FINETUNE_STEPS, policy_method
+
+    return policy_method(
+        sg, seed=seed, time_limit_s=time_limit_s, finetune_steps=DEFAULT_FINETUNE_STEPS
+    )
+
+
+def core_greedy(
+    sg: ShardingGraph, *, seed: int = 0, time_limit_s: float | None = None
+) -> np.ndarray:
+    """Greedy on the exact reductions' core, the rest following optimally: the policy's
+    prior alone (:func:`hlo_go.sharding.policy.prior_choice`), what an untrained policy
+    decodes; the baseline that shows what the policy's training adds."""
+    from hlo_go.sharding.policy import prior_choice
+
+    del seed, time_limit_s
+    return prior_choice(sg)
 
 
 METHODS: dict[str, Method] = {
@@ -227,7 +254,9 @@ METHODS: dict[str, Method] = {
     "megatron": megatron,
     "greedy": greedy,
     "ilp": ilp,
+    "core-greedy": core_greedy,
     "policy": policy,
+    "policy-ft": policy_finetuned,
 }
 
 

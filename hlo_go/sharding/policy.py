@@ -172,8 +172,11 @@ NODE_FEATURE_NAMES: tuple[str, ...] = (
 )
 """Names of the per-node columns appended to the OpGraph features, in order."""
 
-DEFAULT_METHOD_STEPS = 30
-"""Training steps :func:`policy_method` runs when it is given no parameters."""
+DEFAULT_SAMPLES = 8
+"""Samples :func:`policy_method` draws zero-shot besides the greedy decode."""
+
+DEFAULT_FINETUNE_STEPS = 20
+"""Fine-tuning steps of the ``"policy-ft"`` method."""
 
 MAX_FINETUNE_STEPS = 50
 """Fine-tuning is the paper's few-step regime: at most this many steps."""
@@ -369,6 +372,41 @@ def _greedy_hint(problem: ShardingProblem, valid: np.ndarray) -> np.ndarray:
         return found
     zeros = np.zeros_like(found)
     return zeros if total_cost(problem, zeros) < total_cost(problem, found) else found
+
+
+def prior_choice(sg: ShardingGraph, config: ShardingPolicyConfig | None = None) -> np.ndarray:
+    """The choice the greedy prior alone leads to: :func:`~hlo_go.sharding.solve_greedy`
+    (or replicated, if cheaper) on the policy's action problem, expanded to every node.
+
+    With the default ``"core"`` action space that is greedy on the exact reductions'
+    core, every eliminated node following it optimally. An untrained policy's greedy
+    decode is this choice (the prior's logit bonus outweighs fresh weights), so it is the
+    baseline that measures what training adds (the ``core-greedy`` method).
+
+    Args:
+      sg: the graph.
+      config: ``action_space`` (default :class:`ShardingPolicyConfig`).
+
+    Returns:
+      ``int64[n]``, a strategy per node.
+    """
+    action = action_problem(sg, config or ShardingPolicyConfig())
+    return action.expand(_greedy_hint(action.problem, _valid(action.problem)))
+
+
+def _valid(problem: ShardingProblem) -> np.ndarray:
+    """``bool[N, K]``: the finite-cost strategies of each node (strategy 0 if none)."""
+    cost = np.asarray(problem.node_cost)
+    counts = np.asarray(problem.num_strategies)
+    valid = np.isfinite(cost) & (np.arange(cost.shape[1]) < counts[:, None])
+    valid[~valid.any(1), 0] = True
+    return valid
+
+
+def _prior_actions(inputs: ShardingInput) -> np.ndarray:
+    """The prior's per-node actions on ``inputs``' action problem (see :func:`prior_choice`)."""
+    problem = inputs.action.problem
+    return _greedy_hint(problem, _valid(problem))
 
 
 def strategy_features(
@@ -1191,6 +1229,7 @@ def shard_with_policy(
     samples: int = 0,
     seed: int = 0,
     config: ShardingPolicyConfig | None = None,
+    with_prior: bool = False,
 ) -> np.ndarray:
     """The policy's choice for a graph, without training (zero-shot).
 
@@ -1201,23 +1240,23 @@ def shard_with_policy(
         first) of the greedy decode and ``samples`` samples.
       seed: PRNG seed of the samples.
       config: the configuration ``params`` belong to (default :class:`ShardingPolicyConfig`).
+      with_prior: also consider the prior's choice (:func:`prior_choice`), so that the
+        result is never costlier than it (a trained policy that leaves its prior where
+        that does not pay on an unseen graph falls back to it).
 
     Returns:
       ``int64[n]``, a strategy per node.
     """
     policy = policy_for(config)
     inputs = policy.prepare(sg)
-    choice = policy.greedy(params, inputs)
-    if samples <= 0:
-        return choice
-    drawn, _, _ = policy.sample(params, inputs, jax.random.key(seed), samples)
-    candidates = np.concatenate([choice[None], drawn])
-
-    def key(c: np.ndarray) -> tuple[bool, float]:
-        cost = total_cost(sg.problem, c)
-        return (not (math.isfinite(cost) and is_memory_feasible(sg.problem, c)), cost)
-
-    return min(candidates, key=key)
+    candidates = [policy.greedy(params, inputs)[None]]
+    if samples > 0:
+        candidates.append(policy.sample(params, inputs, jax.random.key(seed), samples)[0])
+    if with_prior:
+        candidates.append(inputs.action.expand(_prior_actions(inputs))[None])
+    if len(candidates) == 1:
+        return candidates[0][0]
+    return min(np.concatenate(candidates), key=lambda c: _infeasible_then_cost(sg, c))
 
 
 def policy_method(
@@ -1227,28 +1266,72 @@ def policy_method(
     time_limit_s: float | None = None,
     params: Params | None = None,
     config: ShardingPolicyConfig | None = None,
+    samples: int = DEFAULT_SAMPLES,
+    finetune_steps: int = 0,
+    with_prior: bool = True,
 ) -> np.ndarray:
-    """The ``"policy"`` sharding method.
+    """The ``"policy"`` (and ``"policy-ft"``) sharding method.
 
     Args:
       sg: the graph.
-      seed: seed of training / sampling.
-      time_limit_s: stop training after this many seconds (training only).
-      params: trained parameters to decode with zero-shot (greedy decode); None trains
-        a fresh policy on ``sg`` for :data:`DEFAULT_METHOD_STEPS` steps and returns the
-        best choice it found.
-      config: the policy configuration (default :class:`ShardingPolicyConfig`).
+      seed: seed of sampling and fine-tuning.
+      time_limit_s: stop fine-tuning after this many seconds (fine-tuning only).
+      params: trained parameters; None: the shipped pre-trained policy
+        (:func:`shipped_policy`).
+      config: the configuration ``params`` belong to (with ``params`` only).
+      samples: zero-shot, the best of the greedy decode and this many samples
+        (:func:`shard_with_policy`).
+      with_prior: the prior's choice is a candidate too (:func:`shard_with_policy`).
+      finetune_steps: 0 decodes zero-shot; else PPO fine-tunes the parameters on ``sg``
+        for this many steps (≤ :data:`MAX_FINETUNE_STEPS`) first, and the best of the
+        fine-tuning's choices and the zero-shot one is returned.
 
     Returns:
       ``int64[n]``, a strategy per node.
     """
-    if params is not None:
-        return shard_with_policy(sg, params, seed=seed, config=config)
+    if params is None:
+        params, config = shipped_policy()
+    choice = shard_with_policy(
+        sg, params, samples=samples, seed=seed, config=config, with_prior=with_prior
+    )
+    if finetune_steps <= 0:
+        return choice
     result = train_sharding_policy(
-        [("graph", sg)], steps=DEFAULT_METHOD_STEPS, seed=seed, progress=False,
+        [("graph", sg)], steps=finetune_steps, seed=seed, progress=False, params=params,
         config=config, time_limit_s=time_limit_s,
     )  # fmt: skip
-    return result.best["graph"]
+    tuned = result.best.get("graph", choice)
+    return min((choice, tuned), key=lambda c: _infeasible_then_cost(sg, c))
+
+
+def _infeasible_then_cost(sg: ShardingGraph, choice: np.ndarray) -> tuple[bool, float]:
+    """Sort key of choices: feasible ones first, then by ``total_cost``."""
+    cost = total_cost(sg.problem, choice)
+    return (not (math.isfinite(cost) and is_memory_feasible(sg.problem, choice)), cost)
+
+
+def shipped_policy() -> tuple[Params, ShardingPolicyConfig]:
+    """The pre-trained sharding policy shipped in the package (loaded once per process).
+
+    It was trained by :mod:`hlo_go.sharding.pretrain` (imitation of the ILP on corpus
+    training steps, then PPO); its docstring has the command.
+
+    Returns:
+      ``(params, config)``.
+
+    Raises:
+      FileNotFoundError: the package was installed without it.
+    """
+    if _SHIPPED_CACHE:
+        return _SHIPPED_CACHE[0]
+    from hlo_go.policies import sharding_policy_path
+
+    loaded = load_policy(sharding_policy_path())
+    _SHIPPED_CACHE.append(loaded)
+    return loaded
+
+
+_SHIPPED_CACHE: list[tuple[Params, ShardingPolicyConfig]] = []
 
 
 # -- persistence --------------------------------------------------------------------------
