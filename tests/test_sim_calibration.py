@@ -46,16 +46,24 @@ ENTRY e {{
 
 def _synthetic(truth: Device, sizes: list[int]) -> list[ProfiledGraph]:
     """Profiles as ``truth`` would measure them: each kernel's simulated time."""
+    return [
+        profile
+        for size in sizes
+        for profile in _synthetic_graphs(truth, [build_graph(parse_hlo(_module(size)))], f"m{size}")
+    ]
+
+
+def _synthetic_graphs(truth: Device, graphs: list, name: str) -> list[ProfiledGraph]:
+    """Profiles of graphs as ``truth`` would measure them: each kernel's simulated time."""
     profiles = []
-    for size in sizes:
-        graph = build_graph(parse_hlo(_module(size)))
+    for graph in graphs:
         result = simulate(graph, Cluster("t", (truth,)), Decisions.default(graph))
         timeline = result.timeline
         measured = np.full(graph.num_nodes, np.nan)
         launched = ~timeline.kernel_free[timeline.node_kernel]
         kernel = timeline.node_kernel[launched]
         measured[launched] = timeline.kernel_end[kernel] - timeline.kernel_start[kernel]
-        profiles.append(ProfiledGraph(f"m{size}", graph, measured, result.step_time))
+        profiles.append(ProfiledGraph(name, graph, measured, result.step_time))
     return profiles
 
 
@@ -176,3 +184,77 @@ ENTRY e {
     assert wrapped.computations[root.attributes["calls"].lstrip("%")].root.opcode == "scatter"
     accepted, message = xla_accepts(wrapped.to_text())
     assert accepted, message
+
+
+def _conv_module(size: int) -> str:
+    return f"""HloModule c{size}
+ENTRY e {{
+  a = f32[4,{size},{size},16] parameter(0)
+  k = f32[3,3,16,16] parameter(1)
+  c = f32[4,{size},{size},16] convolution(a, k), window={{size=3x3 pad=1_1x1_1}}, dim_labels=b01f_01io->b01f
+  p = f32[64,{size}] parameter(2)
+  q = f32[{size},{size}] parameter(3)
+  d = f32[64,{size}] dot(p, q), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  ROOT t = (f32[4,{size},{size},16], f32[64,{size}]) tuple(c, d)
+}}
+"""
+
+
+def test_convolutions_and_dots_are_priced_and_fitted_as_separate_classes():
+    from hlo_go.sim import node_costs, op_classes
+    from hlo_go.sim.cluster import OP_CLASSES
+
+    truth = BASE.replace(
+        launch_overhead=1e-6,
+        compute_efficiency={"matrix": 0.8, "convolution": 0.2},
+        memory_efficiency={"matrix": 1.0, "convolution": 1.0},
+    )
+    graph = build_graph(parse_hlo(_conv_module(32)))
+    classes = op_classes(graph)
+    conv, dot = graph.node_index["c"], graph.node_index["d"]
+    assert OP_CLASSES[classes[conv]] == "convolution"
+    assert OP_CLASSES[classes[dot]] == "matrix"
+    # Hand-computed compute times: flops / (peak × efficiency of the class).
+    # 2 × batch × in × out features × valid taps (3 per output pixel and dimension, but
+    # 2 at the padded borders: 32 × 3 - 2 per dimension).
+    conv_flops = 2 * 4 * 16 * 16 * (32 * 3 - 2) ** 2
+    dot_flops = 2 * 64 * 32 * 32
+    costs = node_costs(graph, Cluster("t", (truth,)))
+    assert graph.flops[conv] == conv_flops and graph.flops[dot] == dot_flops
+    assert costs.compute_s[0, conv] == pytest.approx(conv_flops / (1e10 * 0.2))
+    assert costs.compute_s[0, dot] == pytest.approx(dot_flops / (1e10 * 0.8))
+
+    profiles = []
+    for size in (16, 32, 64, 128, 256):
+        graph = build_graph(parse_hlo(_conv_module(size)))
+        (profile,) = _synthetic_graphs(truth, [graph], f"c{size}")
+        profiles.append(profile)
+    fit = calibrate(profiles, BASE, steps=1500)
+    assert fit.device.compute_efficiency["convolution"] == pytest.approx(0.2, rel=0.1)
+    assert fit.device.compute_efficiency["matrix"] == pytest.approx(0.8, rel=0.1)
+    # Each fitted class reports how well its kernels fit.
+    assert set(fit.class_errors) == {"matrix", "convolution"}
+    for error in fit.class_errors.values():
+        assert error.median_error < 0.05
+        assert error.predicted_s == pytest.approx(error.measured_s, rel=0.05)
+
+
+def test_host_core_preset_is_the_committed_calibration():
+    """HOST_CORE_CALIBRATED carries the fitted figures of
+    benchmarks/results/sim_calibration.json (rounded), dots and convolutions apart."""
+    import json
+    from pathlib import Path
+
+    from hlo_go.sim.presets import HOST_CORE_CALIBRATED
+
+    path = Path(__file__).parents[1] / "benchmarks" / "results" / "sim_calibration.json"
+    fitted = json.loads(path.read_text())["device"]
+    preset = HOST_CORE_CALIBRATED
+    assert preset.launch_overhead == pytest.approx(fitted["launch_overhead"], rel=0.02)
+    assert {"matrix", "convolution"} <= set(preset.compute_efficiency)
+    for table, key in (
+        (preset.compute_efficiency, "compute_efficiency"),
+        (preset.memory_efficiency, "memory_efficiency"),
+    ):
+        for op_class, value in table.items():
+            assert value == pytest.approx(fitted[key][op_class], rel=0.03), (key, op_class)

@@ -175,28 +175,35 @@ HOST_CORE = Device(
     launch_overhead=1.5 * US,
     transcendentals_per_s=2 * G,
 )
-# HOST_CORE calibrated on this host (python -m hlo_go.sim.validation, 2026-11-22): fitted
-# to 15,040 kernels of 18 corpus training steps compiled by XLA (per-thunk trace events)
-# and their step times; "fused_matrix" fitted to the step times of 14 fusion variants of
-# rnnlm_l2_scan and gnmt_l2_scan (a dot inside a loop fusion runs as plain loops, about 65x
-# slower than XLA's library call). Efficiencies above 1 absorb XLA:CPU running large dots
-# and independent thunks on both cores. Leave-one-out step-time error: median 23%;
-# Kendall tau of the fusion variants: 0.81 and 0.90 (benchmarks/results/sim_calibration.json).
+# HOST_CORE calibrated on this host (python -m hlo_go.sim.validation, 2026-11-24; the host
+# now reports AMD EPYC family 25 model 17, AVX-512): fitted to 15,040 kernels of 18 corpus
+# training steps compiled by XLA (per-thunk trace events, one pinned core, CPU time) and
+# their step times, dots and convolutions as separate classes; launch overhead = 0.87 us
+# per kernel + 1.85 us of runtime gap between kernels; "fused_matrix" fitted to the step
+# times of 14 fusion variants of rnnlm_l2_scan and gnmt_l2_scan (a dot inside a loop
+# fusion runs as plain loops, about 65x slower than XLA's library call). Efficiencies
+# above 1 mean faster than the base figures (YNNPACK dots reach about 95 GFLOP/s on one
+# core; mid-sized elementwise kernels run from cache). Leave-one-out step-time error:
+# median 2.8% (worst -38%, wavenet_s4, whose strided transposes the model does not see);
+# kernel fit median |error| 53%; Kendall tau of the fusion variants 0.90 and 0.81
+# (benchmarks/results/sim_calibration.json).
 HOST_CORE_CALIBRATED = HOST_CORE.replace(
     name="host CPU core (AMD EPYC Zen 3, AVX2), calibrated",
-    launch_overhead=0.96 * US,
+    launch_overhead=2.72 * US,
     compute_efficiency={
-        "matrix": 0.79,
-        "elementwise": 2.28,
-        "data_movement": 0.91,
-        "other": 0.47,
+        "matrix": 1.03,
+        "convolution": 0.623,
+        "elementwise": 0.805,
+        "data_movement": 2.74,
+        "other": 0.665,
         "fused_matrix": 0.0154,
     },
     memory_efficiency={
-        "matrix": 1.25,
-        "elementwise": 0.56,
-        "data_movement": 0.50,
-        "other": 4.39,
+        "matrix": 0.318,
+        "convolution": 0.122,
+        "elementwise": 2.10,
+        "data_movement": 0.954,
+        "other": 2.54,
     },
 )
 HOST_DEVICE_PUT_BW = 3 * G

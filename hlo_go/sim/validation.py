@@ -337,6 +337,18 @@ def variant_table(
     return rows, tau
 
 
+def print_class_errors(fit: Calibration) -> None:
+    """Prints how well each op class's kernels fit: count, summed measured and fitted
+    time, and the median absolute relative error."""
+    header = f"  {'op class':16s} {'kernels':>8s} {'measured':>10s} {'fitted':>10s}"
+    print(f"{header} {'median |error|':>15s}")
+    for name, e in fit.class_errors.items():
+        print(
+            f"  {name:16s} {e.kernels:8d} {e.measured_s:10.3f} {e.predicted_s:10.3f} "
+            f"{e.median_error:15.1%}"
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Measures, calibrates and compares; prints the tables and writes a JSON report."""
     from hlo_go.sim.presets import HOST_CORE
@@ -384,6 +396,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"calibrated on {len(profiles)} graphs, {full.kernels} kernels; kernel fit median "
           f"|error| {full.kernel_error:.1%}; launch {full.kernel_launch_s * 1e6:.2f} us + gap "
           f"{full.gap_s * 1e6:.2f} us")  # fmt: skip
+    print_class_errors(full)
     print(f"{'graph':24s} {'kernels':>8s} {'measured':>10s} {'predicted':>10s} {'error':>8s}")
     for r in rows:
         print(
@@ -463,6 +476,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "fused_matrix_step_error": fused_error,
             "kernel_error": full.kernel_error,
             "kernels": full.kernels,
+            "class_errors": {c: e._asdict() for c, e in full.class_errors.items()},
         },
         "steps": [r._asdict() | {"error": r.error} for r in rows],
         "median_abs_error": mae,
