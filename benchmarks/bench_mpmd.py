@@ -1,31 +1,50 @@
 """The MPMD placement runtime on corpus training steps: correctness, overhead, prediction.
 
-For each corpus graph (``"prefusion"`` stage) that fits the time budget, smallest
-FLOP count first:
+For each corpus graph (``"prefusion"`` stage) of at most ``MAX_GFLOP`` (the others are
+listed in ``graphs_excluded`` with the reason), in the order of :func:`_graph_names`:
 
 * ``1 device``: every node on device 0, one segment; measured interleaved (A B A B)
   against XLA's default compile of the whole module (``measure_placed``). Target: the
   median ratio placed / reference over graphs within 1.10.
 * round-robin, METIS and expert placements (:mod:`hlo_go.baselines`) on 2, 4 and 8
   virtual CPU devices: partitioned, compiled per segment, run, and checked against the
-  reference's outputs (dtype tolerances of :func:`hlo_go.xla.outputs_match`); step time
-  is the median of a few runs (not interleaved: these rows are about correctness and
-  prediction, and the 8 virtual devices share this host's 1-2 cores, so no parallel
-  speedup is expected). Where outputs differ beyond tolerance, the row also gives how far
-  (``tolerance_excess``: max error / (atol + rtol |want|), 1 = the tolerance) next to
-  the same figure for XLA's own compile of the module with fusion off
-  (``unfused_xla_tolerance_excess``): how much two valid compiles that place kernel
-  boundaries differently disagree on this step.
+  one-device outputs by :func:`hlo_go.xla.check_placed_outputs`: within the dtype
+  tolerances of :func:`hlo_go.xla.outputs_match`, or, for a float32 output outside
+  them, no less accurate than the one-device compile against the module evaluated in
+  float64 (the float64 arbiter, :mod:`hlo_go.xla.arbiter`; evaluated once per graph,
+  when first needed). ``within_tolerance`` says which rows passed without the arbiter,
+  ``tolerance_excess`` how far the rest are (max error / (atol + rtol |want|), 1 = the
+  tolerance). Step time is the median of two runs after the checked one (not
+  interleaved: these rows are about correctness and prediction, and the 8 virtual
+  devices share this host's 1-2 cores, so no parallel speedup is expected).
 * predicted step time: :func:`hlo_go.xla.runtime_calibration.predict_placed` — the
   simulator on ``host-cpu-N-mpmd`` (``host-cpu-N`` with links calibrated for this
   runtime's ``jax.device_put``) with XLA:CPU-like fusion inside segments, plus the
   measured dispatch cost per segment. The runtime overheads are measured first
   (:func:`calibrate_runtime`) and reported.
 
-A configuration with more than ``MAX_SEGMENTS`` segments (round-robin by node on large
-unrolled graphs gives thousands) is recorded as skipped, not run: compiling thousands of
-tiny executables exceeds this benchmark's budget. Graphs left when the time budget runs
-out are listed as skipped too.
+Nearly all the time goes to XLA compiling the segment executables (78% of the full
+run): a segment costs tens of ms plus a few ms per node, more per node than the whole
+module's compile (each segment materializes its outputs, so XLA fuses less), so a
+placement's compile takes 2-7x the whole module's for expert and METIS and up to ~30x
+for round-robin (one segment per few nodes: 2,440 segments for inception_v3_small on 8
+devices). Identical segments are too rare to share executables (measured: about 5% of
+resnet_26's round-robin segments repeat). Within a graph the placements run cheapest
+first (expert, METIS, round-robin; 2, 4, 8 devices); a configuration with more than
+``MAX_SEGMENTS`` segments is recorded as skipped. The time budget
+(``HLO_GO_MPMD_BUDGET_S``, default ``BUDGET_S``) is checked before each configuration;
+what is left is listed as skipped ("time budget").
+
+Where a placement fails the check, XLA's own one-device compile of the module with
+fusion off is put through the same check (``unfused_xla_check_...`` in the results): a
+placement splits the program into kernels the way that compile does, and where it fails
+on the same outputs by as much, the failure measures how XLA's float32 results depend on
+fusion, not an error of the runtime.
+
+Resumable: each finished configuration (and the calibration) is appended to
+``benchmarks/.cache/mpmd[.quick].partial.jsonl``; a rerun with ``HLO_GO_BENCH_RESUME=1``
+reuses those rows (and that calibration) and runs only the rest, so the full run can be
+done in pieces. Without it the file is started afresh.
 
 The measurements run in a child process so that JAX starts with 8 CPU devices
 (``jax_num_cpu_devices``) whatever the harness process has already initialized.
@@ -33,31 +52,44 @@ The measurements run in a child process so that JAX starts with 8 CPU devices
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from benchmarks._child import child_main, run_in_child
 
-MAX_SEGMENTS = 600
-BUDGET_S = 45 * 60
+MAX_SEGMENTS = 2500
+BUDGET_S = 80 * 60
 QUICK_BUDGET_S = 4 * 60
 MAX_GFLOP = 20.0
 DEVICE_COUNTS = (2, 4, 8)
-PLACEMENTS = ("round_robin", "metis", "expert")
+# Cheapest to compile first: fewest segments.
+PLACEMENTS = ("expert", "metis", "round_robin")
 TARGET_OVERHEAD = 1.10
+TIMED_RUNS = 2
 # One graph of each family that fits first (loops, CNN), then the rest by node count
-# (compile time grows with it).
-FIRST = ("rnnlm_l2_scan", "gnmt_l2_scan", "resnet_26", "inception_v3_small")
+# (compile time grows with it; inception_v3_small, 11k nodes, comes last).
+FIRST = ("rnnlm_l2_scan", "gnmt_l2_scan", "resnet_26")
+# Bump when a change makes earlier partial results incomparable.
+RESULTS_VERSION = 2
 
 _console = Console(stderr=True)
 
 
 def _log(message: str) -> None:
     _console.log(message)
+
+
+def _budget_s(quick: bool) -> float:
+    """The time budget in seconds (``HLO_GO_MPMD_BUDGET_S`` overrides the default)."""
+    default = QUICK_BUDGET_S if quick else BUDGET_S
+    return float(os.environ.get("HLO_GO_MPMD_BUDGET_S", default))
 
 
 def _graph_names(quick: bool) -> list[str]:
@@ -71,6 +103,86 @@ def _graph_names(quick: bool) -> list[str]:
         key=lambda n: corpus.info(n)["stages"]["prefusion"]["nodes"],
     )
     return [n for n in FIRST if n in names] + rest
+
+
+def _excluded_graphs(quick: bool) -> dict[str, str]:
+    """Corpus graphs this benchmark does not place, with the reason."""
+    from hlo_go import corpus
+
+    if quick:
+        return {}
+    return {
+        n: (
+            f"{corpus.info(n)['flops'] / 1e9:.0f} GFLOP > {MAX_GFLOP:g} GFLOP: its 10 "
+            "compiles (thousands of segment executables) exceed this 2-core host's time budget"
+        )
+        for n in corpus.names()
+        if corpus.info(n)["flops"] > MAX_GFLOP * 1e9
+    }
+
+
+class _Partial:
+    """Per-configuration results appended to a JSON-lines file, reused on resume."""
+
+    def __init__(self, quick: bool) -> None:
+        from benchmarks import CACHE_DIR
+
+        self.path = Path(CACHE_DIR) / f"mpmd{'.quick' if quick else ''}.partial.jsonl"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.rows: dict[tuple[str, int, str], dict[str, Any]] = {}
+        self.calibration: dict[str, Any] | None = None
+        self.unfused: dict[str, dict[str, Any]] = {}
+        if os.environ.get("HLO_GO_BENCH_RESUME") and self.path.exists():
+            self._load()
+            _log(f"resuming: {len(self.rows)} configurations already in {self.path}")
+        elif self.path.exists():
+            self.path.unlink()
+
+    def _load(self) -> None:
+        for line in self.path.read_text().splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:  # a line cut short by an interrupted run
+                continue
+            if record.get("version") != RESULTS_VERSION:
+                continue
+            if record["record"] == "calibration":
+                self.calibration = record["calibration"]
+            elif record["record"] == "unfused":
+                self.unfused[record["graph"]] = record["check"]
+            else:
+                row = record["row"]
+                self.rows[(row["graph"], row["devices"], row["placement"])] = row
+
+    def _append(self, record: dict[str, Any]) -> None:
+        with self.path.open("a") as f:
+            f.write(json.dumps({**record, "version": RESULTS_VERSION}) + "\n")
+
+    def get(self, graph: str, devices: int, placement: str) -> dict[str, Any] | None:
+        return self.rows.get((graph, devices, placement))
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.rows[(row["graph"], row["devices"], row["placement"])] = row
+        self._append({"record": "row", "row": row})
+
+    def add_unfused(self, graph: str, check: dict[str, Any]) -> None:
+        self.unfused[graph] = check
+        self._append({"record": "unfused", "graph": graph, "check": check})
+
+    def set_calibration(self, calibration: dict[str, Any]) -> None:
+        self.calibration = calibration
+        self._append({"record": "calibration", "calibration": calibration})
+
+
+def _calibration(partial: _Partial, devices: Any, quick: bool) -> Any:
+    """The runtime calibration: the resumed run's, or measured now."""
+    from hlo_go.xla.runtime_calibration import RuntimeCalibration, calibrate_runtime
+
+    if partial.calibration is not None:
+        return RuntimeCalibration(**partial.calibration)
+    calibration = calibrate_runtime(devices, repeats=5 if quick else 15)
+    partial.set_calibration(calibration.as_dict())
+    return calibration
 
 
 def _placement(kind: str, graph: Any, cluster: Any) -> Any:
@@ -123,25 +235,6 @@ def _tolerance_excess(got: Any, want: Any) -> float:
     return worst
 
 
-def _unfused_outputs(module: Any, args: Any) -> list[Any]:
-    """The module compiled by XLA with its fusion passes off: another valid compile whose
-    disagreement with the default one shows the numerical variation that moving kernel
-    boundaries causes (as splitting a program into segments does)."""
-    import jax
-    import numpy as np
-
-    from hlo_go.xla import compile_hlo_text
-    from hlo_go.xla.segments import portable_module
-
-    device = jax.devices()[0]
-    exe = compile_hlo_text(
-        portable_module(module).to_text(),
-        device=device,
-        compiler_options={"xla_disable_hlo_passes": "fusion"},
-    )
-    return [np.asarray(a) for a in exe.execute(jax.device_put(list(args), device))]
-
-
 def _timed_runs(program: Any, placed_args: Any, repeats: int) -> list[float]:
     import jax
 
@@ -153,173 +246,270 @@ def _timed_runs(program: Any, placed_args: Any, repeats: int) -> list[float]:
     return samples
 
 
-def _measure_graph(
-    name: str, quick: bool, calibration: Any, deadline: float
-) -> tuple[list[dict[str, Any]], float | None]:
+class _Graph:
+    """One corpus graph and what its configurations share: the module, the graph, the
+    arguments, the one-device reference outputs and (lazily) the float64 ones."""
+
+    def __init__(self, name: str) -> None:
+        import numpy as np
+
+        from hlo_go import corpus
+        from hlo_go.graph import build_graph
+        from hlo_go.xla import float64_reference, random_inputs
+
+        self.name = name
+        self.module = corpus.load(name, "prefusion")
+        self.graph = build_graph(self.module)
+        self.nodes = self.graph.num_nodes
+        self.zeros = np.zeros(self.nodes, np.float32)
+        self.args = random_inputs(self.module)
+        self.want: list[Any] | None = None
+        self.exact = float64_reference(self.module, self.args)
+
+    def decisions(self, placement: Any) -> Any:
+        import numpy as np
+
+        from hlo_go.decisions import Decisions
+
+        return Decisions(np.asarray(placement, np.int32), self.zeros, self.zeros)
+
+    def reference_outputs(self, devices: Any) -> list[Any]:
+        """The one-device outputs (XLA's compile of the whole module as one segment)."""
+        import numpy as np
+
+        from hlo_go.xla import compile_placed
+
+        if self.want is None:
+            single = self.decisions(np.zeros(self.nodes, np.int32))
+            program = compile_placed(self.module, single, devices[:1], graph=self.graph)
+            self.want = [np.asarray(a) for a in program(program.place_arguments(self.args))]
+        return self.want
+
+
+def _single_row(g: _Graph, quick: bool, calibration: Any, devices: Any) -> dict[str, Any]:
+    """The 1-device placement, measured interleaved against XLA's default compile."""
+    import numpy as np
+
+    from hlo_go.xla import compile_placed, measure_placed
+
+    single = g.decisions(np.zeros(g.nodes, np.int32))
+    start = time.perf_counter()
+    program = compile_placed(g.module, single, devices[:1], graph=g.graph)
+    compile_s = time.perf_counter() - start
+    g.want = [np.asarray(a) for a in program(program.place_arguments(g.args))]
+    measurement = measure_placed(
+        g.module,
+        single,
+        devices[:1],
+        args=g.args,
+        program=program,
+        repeats=3 if quick else 7,
+        warmup=1,
+        exact=g.exact,
+    )
+    overhead = measurement.time_s / measurement.baseline_time_s if measurement.correct else None
+    predicted = _predict(g.graph, single, program.num_segments, calibration)
+    return {
+        "graph": g.name,
+        "nodes": g.nodes,
+        "devices": 1,
+        "placement": "single",
+        "segments": program.num_segments,
+        "transfers": 0,
+        "transfer_mb": 0.0,
+        "correct": measurement.correct,
+        "time_s": measurement.time_s,
+        "reference_s": measurement.baseline_time_s,
+        "ratio": overhead,
+        "predicted_s": predicted,
+        "predicted_over_measured": predicted / measurement.time_s if measurement.time_s else None,
+        "compile_s": compile_s,
+        "message": measurement.message,
+    }
+
+
+def _placed_row(
+    g: _Graph, kind: str, d: int, calibration: Any, devices: Any, reference_s: float | None
+) -> dict[str, Any]:
+    """One placement on ``d`` devices: compiled, checked, timed, predicted."""
     import jax
     import numpy as np
 
-    from hlo_go import corpus
-    from hlo_go.decisions import Decisions
-    from hlo_go.graph import build_graph
-    from hlo_go.xla import compile_placed, measure_placed, outputs_match
+    from hlo_go.xla import check_placed_outputs, compile_placed, outputs_match, partition
     from hlo_go.xla.runtime_calibration import mpmd_host_cluster
 
-    devices = jax.devices()
-    module = corpus.load(name, "prefusion")
-    graph = build_graph(module)
-    n = graph.num_nodes
-    rows: list[dict[str, Any]] = []
-    zeros = np.zeros(n, np.float32)
-
-    single = Decisions(np.zeros(n, np.int32), zeros, zeros)
+    row: dict[str, Any] = {"graph": g.name, "nodes": g.nodes, "devices": d, "placement": kind}
+    decisions = g.decisions(_placement(kind, g.graph, mpmd_host_cluster(d, calibration)))
+    segments = partition(g.module, g.graph, decisions.placement, num_devices=d).num_segments
+    if segments > MAX_SEGMENTS:
+        return {**row, "segments": segments, "skipped": f"{segments} segments > {MAX_SEGMENTS}"}
+    want = g.reference_outputs(devices)
     start = time.perf_counter()
-    program = compile_placed(module, single, devices[:1], graph=graph)
+    try:
+        program = compile_placed(g.module, decisions, devices[:d], graph=g.graph)
+    except Exception as e:  # reported, not hidden
+        return {**row, "correct": False, "message": f"compile failed: {e}"[:400]}
     compile_s = time.perf_counter() - start
-    measurement = measure_placed(
-        module, single, devices[:1], program=program, repeats=3 if quick else 7, warmup=1
+    placed_args = program.place_arguments(g.args)
+    got = [np.asarray(a) for a in jax.block_until_ready(program(placed_args))]
+    within, _ = outputs_match(got, want)
+    ok, message = check_placed_outputs(g.module, g.args, got, want, exact=g.exact)
+    excess = _tolerance_excess(got, want)
+    stats = program.stats
+    del got
+    samples = _timed_runs(program, placed_args, TIMED_RUNS) if ok else []
+    time_s = statistics.median(samples) if samples else None
+    predicted = _predict(g.graph, decisions, program.num_segments, calibration)
+    return {
+        **row,
+        "segments": program.num_segments,
+        "transfers": stats.transfers,
+        "transfer_mb": stats.transfer_bytes / 1e6,
+        "donated": stats.donated,
+        "peak_live_mb": max(stats.peak_live_bytes) / 1e6,
+        "correct": ok,
+        "within_tolerance": within,
+        "tolerance_excess": excess,
+        "time_s": time_s,
+        "reference_s": reference_s,
+        "ratio": time_s / reference_s if time_s and reference_s else None,
+        "predicted_s": predicted,
+        "predicted_over_measured": predicted / time_s if time_s else None,
+        "compile_s": compile_s,
+        "message": message,
+    }
+
+
+def _configurations(quick: bool) -> list[tuple[int, str]]:
+    """(devices, placement) pairs in run order: cheapest compile first."""
+    counts = (2,) if quick else DEVICE_COUNTS
+    first = [(d, k) for k in PLACEMENTS if k != "round_robin" for d in counts]
+    return first + [(d, "round_robin") for d in counts]
+
+
+def _short(row: dict[str, Any]) -> str:
+    keys = (
+        "segments",
+        "correct",
+        "within_tolerance",
+        "compile_s",
+        "time_s",
+        "ratio",
+        "predicted_over_measured",
+        "skipped",
     )
-    overhead = measurement.time_s / measurement.baseline_time_s if measurement.correct else None
-    rows.append(
-        {
-            "graph": name,
-            "nodes": n,
-            "devices": 1,
-            "placement": "single",
-            "segments": program.num_segments,
-            "transfers": 0,
-            "transfer_mb": 0.0,
-            "correct": measurement.correct,
-            "time_s": measurement.time_s,
-            "reference_s": measurement.baseline_time_s,
-            "ratio": overhead,
-            "predicted_s": _predict(graph, single, program.num_segments, calibration),
-            "compile_s": compile_s,
-            "message": measurement.message,
-        }
+    return ", ".join(
+        f"{k}={row[k]:.3g}" if isinstance(row.get(k), float) else f"{k}={row[k]}"
+        for k in keys
+        if k in row
     )
-    rows[-1]["predicted_over_measured"] = (
-        rows[-1]["predicted_s"] / measurement.time_s if measurement.time_s else None
-    )
-    _log(f"{name}: 1 device {rows[-1]}")
-    reference_time = measurement.baseline_time_s
-
-    # The reference outputs, once, for the multi-device checks.
-    from hlo_go.xla.inputs import random_inputs
-
-    args = random_inputs(module)
-    want = [np.asarray(a) for a in program(program.place_arguments(args))]
-    del program
-
-    reference_band: dict[str, float] = {}
-    for d in (2,) if quick else DEVICE_COUNTS:
-        cluster = mpmd_host_cluster(d, calibration)
-        for kind in PLACEMENTS:
-            row: dict[str, Any] = {"graph": name, "nodes": n, "devices": d, "placement": kind}
-            if time.perf_counter() > deadline:
-                rows.append({**row, "skipped": "time budget"})
-                continue
-            placement = _placement(kind, graph, cluster)
-            decisions = Decisions(placement.astype(np.int32), zeros, zeros)
-            from hlo_go.xla import partition
-
-            segments = partition(module, graph, decisions.placement, num_devices=d).num_segments
-            if segments > MAX_SEGMENTS:
-                rows.append(
-                    {
-                        **row,
-                        "segments": segments,
-                        "skipped": f"{segments} segments > {MAX_SEGMENTS}",
-                    }
-                )
-                _log(f"{name}: {d} devices {kind}: skipped ({segments} segments)")
-                continue
-            start = time.perf_counter()
-            try:
-                program = compile_placed(module, decisions, devices[:d], graph=graph)
-            except Exception as e:  # reported, not hidden
-                rows.append({**row, "correct": False, "message": f"compile failed: {e}"[:400]})
-                continue
-            compile_s = time.perf_counter() - start
-            placed_args = program.place_arguments(args)
-            got = jax.block_until_ready(program(placed_args))
-            ok, message = outputs_match(got, want)
-            excess = _tolerance_excess(got, want)
-            if not ok and "variation" not in reference_band:
-                reference_band["variation"] = _tolerance_excess(
-                    _unfused_outputs(module, args), want
-                )
-            stats = program.stats
-            del got
-            samples = _timed_runs(program, placed_args, 1 if quick else 2) if ok else []
-            time_s = statistics.median(samples) if samples else None
-            predicted = _predict(graph, decisions, program.num_segments, calibration)
-            rows.append(
-                {
-                    **row,
-                    "segments": program.num_segments,
-                    "transfers": stats.transfers,
-                    "transfer_mb": stats.transfer_bytes / 1e6,
-                    "donated": stats.donated,
-                    "peak_live_mb": max(stats.peak_live_bytes) / 1e6,
-                    "correct": ok,
-                    "time_s": time_s,
-                    "reference_s": reference_time,
-                    "ratio": time_s / reference_time if time_s and reference_time else None,
-                    "predicted_s": predicted,
-                    "predicted_over_measured": predicted / time_s if time_s else None,
-                    "compile_s": compile_s,
-                    "tolerance_excess": excess,
-                    "unfused_xla_tolerance_excess": reference_band.get("variation"),
-                    "message": message,
-                }
-            )
-            _log(f"{name}: {d} devices {kind}: {rows[-1]}")
-            del program, placed_args
-    return rows, overhead
 
 
-def measure(quick: bool) -> dict[str, Any]:
-    """The whole measurement (run in a process with 8 CPU devices)."""
+def _measure_graph(
+    name: str, quick: bool, calibration: Any, deadline: float, partial: _Partial
+) -> list[dict[str, Any]]:
+    """Every configuration of one graph: resumed, measured, or skipped (time budget)."""
     import jax
 
-    from hlo_go.xla.runtime_calibration import HOST_MPMD, calibrate_runtime
-
-    start = time.perf_counter()
-    deadline = start + (QUICK_BUDGET_S if quick else BUDGET_S)
     devices = jax.devices()
-    calibration = calibrate_runtime(devices, repeats=5 if quick else 15)
-    _log(f"calibration: {calibration.as_dict()}")
+    g: _Graph | None = None
     rows: list[dict[str, Any]] = []
-    overheads: dict[str, float] = {}
-    skipped: list[str] = []
-    for name in _graph_names(quick):
-        if time.perf_counter() > deadline:
-            skipped.append(name)
+    todo = [(1, "single"), *_configurations(quick)]
+    for d, kind in todo:
+        done = partial.get(name, d, kind)
+        if done is not None:
+            rows.append(done)
             continue
-        graph_rows, overhead = _measure_graph(name, quick, calibration, deadline)
-        rows.extend(graph_rows)
-        if overhead is not None:
-            overheads[name] = overhead
-    ran = [r for r in rows if "skipped" not in r]
-    correct = [r for r in ran if r.get("correct")]
-    ratios = [r["predicted_over_measured"] for r in ran if r.get("predicted_over_measured")]
-    within_variation = [
-        r
-        for r in ran
-        if not r.get("correct")
-        and r.get("tolerance_excess") is not None
-        and r.get("unfused_xla_tolerance_excess") is not None
-        and r["tolerance_excess"] <= r["unfused_xla_tolerance_excess"]
+        if time.perf_counter() > deadline:
+            rows.append({"graph": name, "devices": d, "placement": kind, "skipped": "time budget"})
+            continue
+        g = g or _Graph(name)
+        started = time.perf_counter()
+        if kind == "single":
+            row = _single_row(g, quick, calibration, devices)
+        else:
+            reference = partial.get(name, 1, "single") or {}
+            row = _placed_row(g, kind, d, calibration, devices, reference.get("reference_s"))
+        row["wall_s"] = time.perf_counter() - started
+        partial.add(row)
+        rows.append(row)
+        _log(f"{name}: {d} device(s) {kind}: {_short(row)}")
+    return rows
+
+
+def _unfused_check(name: str) -> dict[str, Any]:
+    """XLA's own one-device compile of the module with its fusion passes off, judged
+    exactly as a placement is (:func:`hlo_go.xla.check_placed_outputs` against the fused
+    one-device outputs, with the float64 arbiter).
+
+    Splitting a program into segments moves kernel boundaries the way turning fusion off
+    does; where this compile fails the same check on the same outputs as a rejected
+    placement, the rejection measures how XLA's numerics depend on fusion, not an error
+    of the runtime.
+    """
+    import jax
+    import numpy as np
+
+    from hlo_go.xla import check_placed_outputs, compile_hlo_text
+    from hlo_go.xla.segments import portable_module
+
+    g = _Graph(name)
+    device = jax.devices()[0]
+    want = g.reference_outputs(jax.devices())
+    exe = compile_hlo_text(
+        portable_module(g.module).to_text(),
+        device=device,
+        compiler_options={"xla_disable_hlo_passes": "fusion"},
+    )
+    got = [np.asarray(a) for a in exe.execute(jax.device_put(list(g.args), device))]
+    ok, message = check_placed_outputs(g.module, g.args, got, want, exact=g.exact)
+    return {"correct": ok, "tolerance_excess": _tolerance_excess(got, want), "message": message}
+
+
+def _unfused_checks(rows: list[dict[str, Any]], partial: _Partial) -> dict[str, dict[str, Any]]:
+    """:func:`_unfused_check` of every graph with a placement the check rejected."""
+    graphs = sorted({r["graph"] for r in rows if "skipped" not in r and not r.get("correct")})
+    for name in graphs:
+        if name not in partial.unfused:
+            partial.add_unfused(name, _unfused_check(name))
+            _log(f"{name}: XLA's unfused compile: {partial.unfused[name]}")
+    return {name: partial.unfused[name] for name in graphs}
+
+
+def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Headline numbers over the rows."""
+    ran = [r for r in rows if "skipped" not in r and r["placement"] != "single"]
+    overheads = {
+        r["graph"]: r["ratio"] for r in rows if r["placement"] == "single" and r.get("ratio")
+    }
+    ratios = [
+        r["predicted_over_measured"]
+        for r in rows
+        if "skipped" not in r and r.get("predicted_over_measured")
     ]
+    skipped = [r for r in rows if "skipped" in r]
+    reasons: dict[str, int] = {}
+    for r in skipped:
+        reason = "time budget" if r["skipped"] == "time budget" else f"> {MAX_SEGMENTS} segments"
+        reasons[reason] = reasons.get(reason, 0) + 1
     median_overhead = statistics.median(overheads.values()) if overheads else None
     return {
-        "rows": rows,
         "configurations_run": len(ran),
-        "configurations_correct": len(correct),
-        "configurations_skipped": len(rows) - len(ran),
-        "incorrect_but_within_unfused_xla_variation": len(within_variation),
-        "graphs_skipped_time_budget": skipped,
+        "configurations_correct": sum(1 for r in ran if r.get("correct")),
+        "configurations_correct_within_tolerance": sum(
+            1 for r in ran if r.get("correct") and r.get("within_tolerance")
+        ),
+        "configurations_correct_by_float64_arbiter": sum(
+            1 for r in ran if r.get("correct") and not r.get("within_tolerance")
+        ),
+        "configurations_incorrect": [
+            f"{r['graph']} {r['placement']}/{r['devices']}" for r in ran if not r.get("correct")
+        ],
+        "configurations_skipped": len(skipped),
+        "configurations_skipped_by_reason": reasons,
+        "one_device_configurations_run": sum(
+            1 for r in rows if r["placement"] == "single" and "skipped" not in r
+        ),
         "one_device_overhead_median": median_overhead,
         "one_device_overhead_by_graph": overheads,
         "target_one_device_overhead": TARGET_OVERHEAD,
@@ -327,6 +517,40 @@ def measure(quick: bool) -> dict[str, Any]:
             median_overhead is not None and median_overhead <= TARGET_OVERHEAD
         ),
         "predicted_over_measured_median": statistics.median(ratios) if ratios else None,
+        "predicted_over_measured_range": [min(ratios), max(ratios)] if ratios else None,
+    }
+
+
+def measure(quick: bool) -> dict[str, Any]:
+    """The whole measurement (run in a process with 8 CPU devices)."""
+    import jax
+
+    from hlo_go.xla.runtime_calibration import HOST_MPMD
+
+    budget = _budget_s(quick)
+    deadline = time.perf_counter() + budget
+    devices = jax.devices()
+    partial = _Partial(quick)
+    calibration = _calibration(partial, devices, quick)
+    _log(f"calibration: {calibration.as_dict()}")
+    rows: list[dict[str, Any]] = []
+    names = _graph_names(quick)
+    for name in names:
+        rows.extend(_measure_graph(name, quick, calibration, deadline, partial))
+    graphs_cut = sorted({r["graph"] for r in rows if r.get("skipped") == "time budget"})
+    unfused = _unfused_checks(rows, partial)
+    return {
+        **_summary(rows),
+        "unfused_xla_check_of_graphs_with_incorrect_configurations": unfused,
+        "graphs": names,
+        "graphs_with_configurations_left_by_time_budget": graphs_cut,
+        "graphs_excluded": _excluded_graphs(quick),
+        "budget_s": budget,
+        "max_segments": MAX_SEGMENTS,
+        "compile_s_total": sum(r.get("compile_s") or 0.0 for r in rows),
+        # The work in the rows, however many resumed pieces it took (wall_s is the last's).
+        "configurations_wall_s_total": sum(r.get("wall_s") or 0.0 for r in rows),
+        "rows": rows,
         "calibration": calibration.as_dict(),
         "calibration_committed_preset": HOST_MPMD._replace(samples=None).as_dict(),
         "devices": [str(d) for d in devices],

@@ -16,6 +16,7 @@ from hlo_go.graph import build_graph
 from hlo_go.hlo import parse_hlo
 from hlo_go.xla import (
     PlacementError,
+    check_placed_outputs,
     compile_hlo_text,
     compile_placed,
     measure_placed,
@@ -317,3 +318,72 @@ def test_loops_conditionals_and_prng_run_as_whole_units_across_devices():
     got = program(x, key)
     ok, message = outputs_match(got, jax.tree.leaves(jax.jit(_control_flow)(x, key)))
     assert ok, message
+
+
+def _cancelling_rows() -> np.ndarray:
+    """Rows of large terms that sum to nearly zero: float32 sums in different orders are
+    all far (relative to the tiny result) from the exact sums and from each other."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(4, 4096)).astype(np.float32) * np.float32(1e4)
+    x[:, -1] = -x[:, :-1].astype(np.float64).sum(axis=1)
+    return x
+
+
+def _halves(a):
+    return jnp.sum(a[:, :2048], axis=1) + jnp.sum(a[:, 2048:], axis=1)
+
+
+def _halves_on_two_devices(graph) -> np.ndarray:
+    """The second half's slice and sum on device 1, the rest on device 0."""
+    ops = graph.opcode_names
+    placement = np.zeros(graph.num_nodes, np.int32)
+    for op in ("slice", "reduce"):
+        placement[[i for i, o in enumerate(ops) if o == op][1]] = 1
+    return placement[graph.colocation_group]
+
+
+def test_float64_arbiter_accepts_an_ill_conditioned_placed_sum():
+    # Split over two devices, each half is summed by its own executable, which XLA
+    # compiles differently from the whole: the placed sums differ from jax.jit's by far
+    # more than float32's tolerance, yet are no less accurate against float64.
+    x = _cancelling_rows()
+    _, graph = placed_module(_halves, args=(x,))
+    decisions = _decisions(_halves_on_two_devices(graph))
+    got = run_placed(_halves, decisions, DEVICES[:2], args=(x,))
+    want = jax.jit(_halves)(x)
+    assert not outputs_match(got, want)[0]  # only the arbiter accepts it
+    result = measure_placed(_halves, decisions, DEVICES[:2], args=(x,), repeats=1, warmup=0)
+    assert result.correct, result.message
+    assert "float64" in result.message
+    exact = x.astype(np.float64).sum(axis=1)
+    single = np.max(np.abs(np.asarray(want, np.float64) - exact))
+    assert np.max(np.abs(np.asarray(got, np.float64) - exact)) <= 4 * single
+    # The check itself, on the plain row sum: numpy's per-half pairwise sums (what a
+    # split of the sum over two devices adds) are outside the tolerance of XLA's
+    # one-device sum, and as accurate against float64.
+    row_sum = lambda a: jnp.sum(a, axis=1)  # noqa: E731
+    whole, _ = placed_module(row_sum, args=(x,))
+    want = np.asarray(jax.jit(row_sum)(x))
+    other = x[:, :2048].sum(axis=1, dtype=np.float32) + x[:, 2048:].sum(axis=1, dtype=np.float32)
+    assert not outputs_match([other], [want])[0]
+    ok, message = check_placed_outputs(whole, [x], [other], [want])
+    assert ok and "float64" in message, message
+
+
+def test_float64_arbiter_still_rejects_a_wrong_placed_result():
+    x = _cancelling_rows()
+    module, graph = placed_module(_halves, args=(x,))
+    want = np.asarray(jax.jit(_halves)(x))
+    ok, message = check_placed_outputs(module, [x], [want + 0.5], [want])
+    assert not ok and "against float64" in message, message
+    # End to end: a program that computes something else (off by 1%) run as the
+    # placement of _halves is rejected by measure_placed, with no times.
+    wrong_module, wrong_graph = placed_module(lambda a: _halves(a) * 1.01 + 1.0, args=(x,))
+    wrong = compile_placed(
+        wrong_module, _decisions(_halves_on_two_devices(wrong_graph)), DEVICES[:2]
+    )
+    result = measure_placed(
+        _halves, Decisions.default(graph), DEVICES[:2], args=(x,), program=wrong, repeats=1
+    )
+    assert not result.correct and result.time_s is None
+    assert "against float64" in result.message, result.message

@@ -1,0 +1,162 @@
+"""The float64 arbiter: is a float32 result as accurate as XLA's one-device compile?
+
+Two valid float32 evaluations of one program can disagree by far more than a fixed
+tolerance when the program is ill-conditioned (a sum of large terms that cancel, a
+normalization by a small variance): SPMD partial sums add in another order, MPMD
+segments put kernel boundaries (and so roundings and fusion decisions) elsewhere. A
+fixed ``rtol`` cannot tell such a result from a wrong one; an exact answer can.
+
+:func:`float64_outputs` evaluates a module with every ``f32`` widened to ``f64`` (the
+same program, evaluated near-exactly). :func:`as_accurate_as_reference` accepts a
+float32 output that failed the normal tolerance only when its error against that
+evaluation is at most :data:`WIDENING_FACTOR` times the reference's own error (the
+one-device float32 compile of the same module), or within ``rtol`` of the output's
+scale; any other output must pass the normal tolerance. A genuinely wrong result is far
+from the float64 value while the reference is close, so it is still rejected.
+
+Used by :func:`hlo_go.xla.check_spmd` and the MPMD runtime's checks
+(:func:`hlo_go.xla.check_placed_outputs`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from hlo_go.xla._jaxlib import compile_hlo_text, run_executable
+from hlo_go.xla.measure import TOLERANCES
+
+WIDENING_FACTOR = 4.0
+"""The float64 arbiter's slack: a float32 output that fails the normal tolerance passes
+when its error against the float64 evaluation is at most this many times the one-device
+float32 compile's own error (or within ``rtol`` of the output's scale)."""
+
+_MESSAGE_LIMIT = 600
+
+
+def widened(text: str) -> str:
+    """The module with every float32 shape widened to float64 (constants, parameters,
+    converts and all: the same program evaluated more exactly)."""
+    return text.replace("f32[", "f64[")
+
+
+def widened_arguments(args: Sequence[Any]) -> list[np.ndarray]:
+    """The arguments with float32 arrays widened to float64 (others unchanged)."""
+    out = []
+    for a in args:
+        a = np.asarray(a)
+        out.append(a.astype(np.float64) if a.dtype == np.float32 else a)
+    return out
+
+
+def float64_outputs(text: str, args: Sequence[Any]) -> list[np.ndarray]:
+    """Evaluates a single-device module with float32 widened to float64.
+
+    Args:
+      text: HLO text of a single-device module (no shardings) that
+        :func:`hlo_go.xla.compile_hlo_text` compiles.
+      args: one array per entry parameter (float32 ones are widened).
+
+    Returns:
+      The outputs (float32 outputs come back as float64).
+
+    Raises:
+      Exception: the widened module does not compile or run (e.g. a
+        ``bitcast-convert`` from a 32-bit integer, which has no 64-bit meaning).
+    """
+    executable = compile_hlo_text(widened(text))
+    return [np.asarray(x) for x in run_executable(executable, widened_arguments(args), x64=True)]
+
+
+def _within_tolerance(
+    got: np.ndarray, want: np.ndarray, rtol: float | None, atol: float | None
+) -> bool:
+    """The normal test of one output: elementwise within the dtype's (or given)
+    tolerance for inexact types, equal otherwise."""
+    if got.shape != want.shape or got.dtype != want.dtype:
+        return False
+    if not (np.issubdtype(want.dtype, np.inexact) or want.dtype.name == "bfloat16"):
+        return bool(np.array_equal(got, want))
+    default_rtol, default_atol = TOLERANCES.get(want.dtype.name, (1e-4, 1e-5))
+    r = default_rtol if rtol is None else rtol
+    a = default_atol if atol is None else atol
+    wide = np.complex128 if np.iscomplexobj(want) else np.float64
+    return bool(np.allclose(got.astype(wide), want.astype(wide), rtol=r, atol=a, equal_nan=True))
+
+
+def _max_error(a: np.ndarray, exact: np.ndarray) -> float:
+    return float(np.nanmax(np.abs(a.astype(np.float64) - exact))) if exact.size else 0.0
+
+
+def as_accurate_as_reference(
+    got: Sequence[Any],
+    want: Sequence[Any],
+    exact: Sequence[Any] | Callable[[], Sequence[Any]],
+    *,
+    rtol: float | None = None,
+    atol: float | None = None,
+    message: str = "",
+) -> tuple[bool, str]:
+    """Judges outputs that failed the normal tolerance against a float64 evaluation.
+
+    Every output must pass the normal test (:func:`_within_tolerance`: the dtype's
+    tolerances of :func:`hlo_go.xla.outputs_match`, or ``rtol``/``atol``), except that a
+    float32 output failing it passes when ``max |got - exact| <= max(WIDENING_FACTOR *
+    max |want - exact|, rtol * max |exact|)``: no less accurate than the reference.
+
+    Args:
+      got: the outputs under test (e.g. a partitioned or placed run).
+      want: the reference outputs: the one-device float32 compile of the same module.
+      exact: the module's float64 outputs (:func:`float64_outputs`), or a function
+        computing them (called only when some float32 output needs arbitration; an
+        exception it raises keeps the original verdict).
+      rtol: relative tolerance; None: by element type (float32: 1e-4).
+      atol: absolute tolerance; None: by element type (float32: 1e-5).
+      message: why the normal test failed (kept in the returned message).
+
+    Returns:
+      ``(accepted, message)``; the message says how the arbiter decided.
+    """
+    got = [np.asarray(g) for g in got]
+    want = [np.asarray(w) for w in want]
+    if len(got) != len(want):
+        return False, message or f"{len(got)} outputs, expected {len(want)}"
+    failing = [
+        k
+        for k, (g, w) in enumerate(zip(got, want, strict=True))
+        if not _within_tolerance(g, w, rtol, atol)
+    ]
+    if not failing:
+        return True, message
+    for k in failing:
+        if want[k].dtype != np.float32 or got[k].shape != want[k].shape:
+            return False, message or f"output {k} outside tolerance (not float32: no arbiter)"
+    try:
+        exact = exact() if callable(exact) else exact
+        exact = [np.asarray(x) for x in exact]
+    except Exception as error:  # the arbiter cannot run: keep the original verdict
+        return False, f"{message}; the float64 arbiter could not run: {error}"[:_MESSAGE_LIMIT]
+    if len(exact) != len(got):
+        return False, f"{message}; the float64 evaluation has {len(exact)} outputs"
+    r = TOLERANCES["float32"][0] if rtol is None else rtol
+    worst = 1.0
+    for k in failing:
+        x = exact[k].astype(np.float64)
+        if x.shape != got[k].shape:
+            return False, f"{message}; output {k} has another shape in float64"
+        scale = float(np.nanmax(np.abs(x))) if x.size else 0.0
+        placed, single = _max_error(got[k], x), _max_error(want[k], x)
+        if not placed <= max(WIDENING_FACTOR * single, r * scale):
+            return (
+                False,
+                f"{message}; against float64, output {k}'s error {placed:.3g} exceeds "
+                f"{WIDENING_FACTOR:g}x one device's float32 error {single:.3g}",
+            )
+        worst = max(worst, placed / single if single else 1.0)
+    return True, (
+        "matches as accurately as one device's float32 compile, judged against a float64 "
+        f"evaluation ({len(failing)} output(s) arbitrated, error ratio at most {worst:.2g}); "
+        f"elementwise: {message}"
+    )
