@@ -199,6 +199,16 @@ def write_outputs(
     return path
 
 
+def save_figure(fig: Any, path: Path) -> str:
+    """Lays out, writes (110 dpi) and closes a matplotlib figure; returns its path."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return str(path)
+
+
 def plot_path(out: Path, name: str, quick: bool) -> Path:
     """Where a plot of an experiment goes (``.quick`` before the extension in quick mode)."""
     out.mkdir(parents=True, exist_ok=True)

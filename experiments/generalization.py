@@ -139,10 +139,7 @@ def plot(runs: Sequence[dict[str, Any]], path: Path) -> str:
         ax.set_xlabel("training steps on the held-out graph")
         ax.set_ylabel("speedup over one device")
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return str(path)
+    return C.save_figure(fig, path)
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:

@@ -160,10 +160,7 @@ def plot(runs: Sequence[dict[str, Any]], path: Path) -> str:
     ax.set_xticks(x, [r["graph"] for r in runs])
     ax.set_ylabel("speedup over XLA default (simulated)")
     ax.legend(fontsize=7, ncol=3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return str(path)
+    return C.save_figure(fig, path)
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:

@@ -177,10 +177,7 @@ def plot(runs: Sequence[dict[str, Any]], path: Path) -> str:
     ax.set_ylabel("speedup over one device (simulated)")
     ax.set_title("Placement only (FIFO, no fusion)")
     ax.legend(fontsize=7, ncol=3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return str(path)
+    return C.save_figure(fig, path)
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:

@@ -63,6 +63,7 @@ from hlo_go.rl.trainer import (
     GraphResult,
     TrainResult,
     _batch_schedule,
+    _graph_result,
     _greedy,
     _make_envs,
     _named,
@@ -401,19 +402,7 @@ def data_parallel_pretrain(
         bar.close()
         if logger is not None:
             logger.close()
-    mine = {}
-    for w in local:
-        for env in envs[w]:
-            greedy, greedy_time = _greedy(agent, params, env)
-            mine[env.name] = GraphResult(
-                env.name,
-                env.best if env.best is not None else greedy,
-                env.best_time,
-                env.best_oom,
-                greedy,
-                greedy_time,
-                env.reference_time,
-            )
+    mine = {env.name: _graph_result(agent, params, env) for w in local for env in envs[w]}
     gathered: dict[str, GraphResult] = {}
     checksums = []
     for part, checksum in allgather_objects((mine, params_checksum(params))):

@@ -209,6 +209,20 @@ def _greedy(agent: GOAgent, params: Any, env: GraphEnv) -> tuple[Decisions, floa
     return decisions[0], float(scores.step_times[0])
 
 
+def _graph_result(agent: GOAgent, params: Any, env: GraphEnv) -> GraphResult:
+    """A graph's outcome after training: its best sample (or else the greedy decode)."""
+    greedy, greedy_time = _greedy(agent, params, env)
+    return GraphResult(
+        env.name,
+        env.best if env.best is not None else greedy,
+        env.best_time,
+        env.best_oom,
+        greedy,
+        greedy_time,
+        env.reference_time,
+    )
+
+
 def step_stats(
     env: GraphEnv, scores: Scores, greedy_time: float, elapsed: float
 ) -> dict[str, float]:
@@ -340,18 +354,7 @@ def _train(
     finally:
         bar.close()
         logger.close()
-    results = {}
-    for env in envs:
-        greedy, greedy_time = _greedy(agent, params, env)
-        results[env.name] = GraphResult(
-            env.name,
-            env.best if env.best is not None else greedy,
-            env.best_time,
-            env.best_oom,
-            greedy,
-            greedy_time,
-            env.reference_time,
-        )
+    results = {env.name: _graph_result(agent, params, env) for env in envs}
     return TrainResult(params, steps, results, out_dir, history, elapsed)
 
 

@@ -36,6 +36,7 @@ from tqdm.auto import tqdm
 from hlo_go.rl.checkpoint import restore_params
 from hlo_go.sharding.build import ShardingGraph
 from hlo_go.sharding.policy import (
+    _INIT_STREAM,
     Params,
     ShardingInput,
     ShardingPolicy,
@@ -43,8 +44,6 @@ from hlo_go.sharding.policy import (
     policy_for,
 )
 from hlo_go.sharding.problem import total_cost
-
-_INIT_STREAM = 2**31 - 1
 
 
 class ImitationExample(NamedTuple):

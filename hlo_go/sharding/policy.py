@@ -356,12 +356,15 @@ class StrategyFeatures(NamedTuple):
         beyond ``K_v``.
       valid: ``bool[N, MAX_STRATEGIES]`` strategies that may be chosen (finite cost).
       prior: ``float32[N, MAX_STRATEGIES]`` the prior's indicator (see the config).
+      hint: ``int64[N]`` greedy's choice on the problem described (what ``is_greedy``
+        marks), or None without ``greedy_features``.
     """
 
     node: np.ndarray
     strategy: np.ndarray
     valid: np.ndarray
     prior: np.ndarray
+    hint: np.ndarray | None = None
 
 
 def _greedy_hint(problem: ShardingProblem, valid: np.ndarray) -> np.ndarray:
@@ -404,7 +407,10 @@ def _valid(problem: ShardingProblem) -> np.ndarray:
 
 
 def _prior_actions(inputs: ShardingInput) -> np.ndarray:
-    """The prior's per-node actions on ``inputs``' action problem (see :func:`prior_choice`)."""
+    """The prior's per-node actions on ``inputs``' action problem (see :func:`prior_choice`):
+    the hint its features were computed with, or else computed now."""
+    if inputs.hint is not None:
+        return inputs.hint
     problem = inputs.action.problem
     return _greedy_hint(problem, _valid(problem))
 
@@ -541,7 +547,7 @@ def strategy_features(
         prior = np.broadcast_to((np.arange(kk) == 0).astype(np.float64), (n, kk))
     else:
         prior = np.zeros((n, kk))
-    return StrategyFeatures(node, strategy, valid, prior.astype(np.float32))
+    return StrategyFeatures(node, strategy, valid, prior.astype(np.float32), greedy)
 
 
 class ShardingInput(NamedTuple):
@@ -557,6 +563,8 @@ class ShardingInput(NamedTuple):
       num_devices: the mesh's device count (the graph embedding's ``D``).
       action: the problem the actions are scored on, and the way from actions to full
         choices (:class:`ActionProblem`).
+      hint: ``int64[n]`` greedy's per-node actions on ``action.problem`` (node ids), or
+        None without ``greedy_features``.
     """
 
     graphs: jraph.GraphsTuple
@@ -564,6 +572,7 @@ class ShardingInput(NamedTuple):
     num_nodes: int
     num_devices: int
     action: ActionProblem
+    hint: np.ndarray | None = None
 
     @property
     def bucket(self) -> tuple[int, int]:
@@ -627,7 +636,9 @@ def prepare_sharding_input(sg: ShardingGraph, config: ShardingPolicyConfig) -> S
     nodes["strategy"] = positions(feats.strategy)
     nodes["valid"] = valid
     nodes["prior"] = positions(feats.prior)
-    return ShardingInput(base.graphs._replace(nodes=nodes), order, n, sg.mesh.size, action)
+    return ShardingInput(
+        base.graphs._replace(nodes=nodes), order, n, sg.mesh.size, action, feats.hint
+    )
 
 
 # -- network ------------------------------------------------------------------------------
