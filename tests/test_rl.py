@@ -219,6 +219,31 @@ def test_fixed_tasks_keep_their_decisions(graph):
         GraphEnv(graph, cluster, TINY, [])
 
 
+def test_agent_batches_agree_with_one_network_pass_per_sample(graph):
+    """The agent's batched sample and score (shared pass once, ``lax.map`` over decision
+    sets, jitted) agree with whole-network passes made one sample at a time, eagerly."""
+    from hlo_go.rl import agent_for
+
+    config = TrainConfig(samples=3, progress=False, policy=TINY)
+    agent = agent_for(config)
+    env = GraphEnv(graph, get_cluster("v100x4"), TINY, config.tasks)
+    params = agent.policy.init(jax.random.key(0), env.inputs, config.max_devices)
+    actions, log_prob, value = agent.sample(params, env, jax.random.key(1), 3)
+    log_prob2, entropy, value2 = agent.evaluate(params, env, actions)
+    np.testing.assert_allclose(log_prob2, log_prob, rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(value2, value, rtol=1e-5)
+    devices = jnp.asarray(env.num_devices, jnp.int32)
+    keys = jax.random.split(jax.random.key(1), 3)
+    for i in range(3):
+        with jax.disable_jit():
+            out = agent.network.apply(params, env.inputs.graphs, devices, key=keys[i])
+        for task in actions:
+            np.testing.assert_array_equal(np.asarray(out.actions[task]), actions[task][i])
+        np.testing.assert_allclose(sum(out.log_prob.values()), log_prob[i], rtol=1e-4, atol=1e-3)
+        np.testing.assert_allclose(sum(out.entropy.values()), entropy[i], rtol=1e-4, atol=1e-3)
+    assert len(set(np.round(log_prob, 3))) == 3  # three different decision sets
+
+
 # -- checkpoints: resume continues bit-for-bit ------------------------------------------------
 
 

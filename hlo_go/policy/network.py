@@ -63,6 +63,25 @@ class NetworkOutput(NamedTuple):
     value: jnp.ndarray
 
 
+class SharedPass(NamedTuple):
+    """The part of a pass that every decision set for one graph shares.
+
+    Attributes:
+      embedding: ``float32[N, d]`` node embeddings ``h``.
+      value: ``float32[]`` the value head's estimate.
+      modulation: ``float32[tasks, layers, 4, d]`` FiLM scales and shifts per task.
+      first_z: ``float32[N, d]`` the first task's stack output (its input
+        ``h + τ_1`` depends on no action).
+      first_logits: ``float32[N, A]`` the first task's logits.
+    """
+
+    embedding: jnp.ndarray
+    value: jnp.ndarray
+    modulation: jnp.ndarray
+    first_z: jnp.ndarray
+    first_logits: jnp.ndarray
+
+
 class GONetwork(nn.Module):
     """Encoder, graph context, shared task stack, heads and value head.
 
@@ -111,17 +130,44 @@ class GONetwork(nn.Module):
         _, context = self.encode(graphs, num_devices)
         return self.value_head(context)
 
-    def __call__(
+    def shared(self, graphs: jraph.GraphsTuple, num_devices: jnp.ndarray) -> SharedPass:
+        """Everything that does not depend on the actions: computed once per graph.
+
+        Decision sets for one graph (``K`` samples, or a PPO minibatch) differ only
+        from the first task's choice on: the encoder, value, modulation and the first
+        task's stack and logits are the same for all of them.
+
+        Args:
+          graphs: the policy input.
+          num_devices: ``int32[]``, ``D``.
+
+        Returns:
+          The :class:`SharedPass`.
+        """
+        cfg = self.config
+        h, context = self.encode(graphs, num_devices)
+        layers = max(cfg.attention_layers, 1)
+        if cfg.modulation:
+            modulation = self.film(context)
+        else:
+            modulation = jnp.zeros((len(cfg.task_order), layers, 4, cfg.hidden_size), h.dtype)
+        first = cfg.task_order[0]
+        z = self.stack(h + self.task_embedding[0], graphs.nodes["mask"], modulation[0])
+        return SharedPass(h, self.value_head(context), modulation, z, self.heads[first](z))
+
+    def decide(
         self,
+        shared: SharedPass,
         graphs: jraph.GraphsTuple,
         num_devices: jnp.ndarray,
         *,
         key: jax.Array | None = None,
         actions: dict[str, jnp.ndarray] | None = None,
     ) -> NetworkOutput:
-        """Decides every task in order.
+        """Decides every task in order, from the graph's :meth:`shared` pass.
 
         Args:
+          shared: ``shared(graphs, num_devices)``.
           graphs: the policy input (:class:`hlo_go.policy.PolicyInput` ``.graphs``).
           num_devices: ``int32[]``, ``D`` (1 .. ``max_devices``).
           key: sample the actions with this PRNG key.
@@ -134,14 +180,8 @@ class GONetwork(nn.Module):
         cfg = self.config
         mask = graphs.nodes["mask"]
         group = graphs.nodes["colocation_group"]
-        h, context = self.encode(graphs, num_devices)
-        value = self.value_head(context)
+        h = shared.embedding
         num_tasks = len(cfg.task_order)
-        layers = max(cfg.attention_layers, 1)
-        if cfg.modulation:
-            modulation = self.film(context)
-        else:
-            modulation = jnp.zeros((num_tasks, layers, 4, cfg.hidden_size), h.dtype)
         n = h.shape[0]
         uniforms = (
             jax.random.uniform(key, (num_tasks, n), h.dtype)
@@ -154,10 +194,11 @@ class GONetwork(nn.Module):
         out_actions: dict[str, jnp.ndarray] = {}
         log_prob: dict[str, jnp.ndarray] = {}
         entropy: dict[str, jnp.ndarray] = {}
-        x = h
+        z, logits = shared.first_z, shared.first_logits
         for k, task in enumerate(cfg.task_order):
-            z = self.stack(x + self.task_embedding[k], mask, modulation[k])
-            logits = self.heads[task](z)
+            if k > 0:
+                z = self.stack(x + self.task_embedding[k], mask, shared.modulation[k])
+                logits = self.heads[task](z)
             given = None if actions is None else actions[task]
             choice: Choice
             if task == "placement":
@@ -172,4 +213,27 @@ class GONetwork(nn.Module):
             if k + 1 < num_tasks:
                 recur = cfg.task_recurrence
                 x = z + self.action_embeddings[task](choice.action) if recur else h
-        return NetworkOutput(out_actions, log_prob, entropy, value)
+        return NetworkOutput(out_actions, log_prob, entropy, shared.value)
+
+    def __call__(
+        self,
+        graphs: jraph.GraphsTuple,
+        num_devices: jnp.ndarray,
+        *,
+        key: jax.Array | None = None,
+        actions: dict[str, jnp.ndarray] | None = None,
+    ) -> NetworkOutput:
+        """Decides every task in order: :meth:`decide` after :meth:`shared`.
+
+        Args:
+          graphs: the policy input (:class:`hlo_go.policy.PolicyInput` ``.graphs``).
+          num_devices: ``int32[]``, ``D`` (1 .. ``max_devices``).
+          key: sample the actions with this PRNG key.
+          actions: score these actions (task name -> ``int32[N]``) instead. With
+            neither ``key`` nor ``actions``, each task takes its most likely action.
+
+        Returns:
+          The :class:`NetworkOutput`.
+        """
+        shared = self.shared(graphs, num_devices)
+        return self.decide(shared, graphs, num_devices, key=key, actions=actions)
