@@ -194,7 +194,8 @@ class GONetwork(nn.Module):
         out_actions: dict[str, jnp.ndarray] = {}
         log_prob: dict[str, jnp.ndarray] = {}
         entropy: dict[str, jnp.ndarray] = {}
-        z, logits = shared.first_z, shared.first_logits
+        z, logits = shared.first_z, shared.first_logits  # the first task's, precomputed
+        x = h  # the next task's stack input
         for k, task in enumerate(cfg.task_order):
             if k > 0:
                 z = self.stack(x + self.task_embedding[k], mask, shared.modulation[k])
