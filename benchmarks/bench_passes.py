@@ -17,6 +17,12 @@ their mean is ``mean_op_count_reduction``. Every final module (default and each
 agent's) is compiled by XLA's full CPU pipeline, run on random inputs and
 compared with the original module's outputs; a mismatch fails the benchmark.
 
+Fixed point: from the default order's final module, every action is applied once
+more; ``default_fixed_point[graph]`` lists the actions that still change the op
+count there (empty: no action, hence no continuation of the default order, lowers
+it further — an ordering can then beat the default only by reaching a different
+fixed point from the start).
+
 Environment step time: median wall time of one uncached step (one pass applied by
 XLA and the module recaptured, canonicalized and counted) on ``gpt2_l2``, over
 every action from the prepared module; also its CPU time (this process, all
@@ -29,6 +35,7 @@ average. Target ≤ 0.5 s. Targets for reductions
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import statistics
 import time
@@ -68,6 +75,20 @@ def _step_times(text: str) -> tuple[list[float], list[float]]:
     return wall, cpu
 
 
+def _fixed_point(start: Any, config: Any) -> dict[str, int]:
+    """Actions that still change the op count after the default order, with their count."""
+    from hlo_go.passes import default_sequence, run_actions, step
+
+    final, _ = run_actions(start, default_sequence(config.action_names), config)
+    probe = dataclasses.replace(config, max_steps=len(final.history) + 1)
+    changed = {}
+    for name in config.action_names:
+        after, _, _, _ = step(final, name, probe)
+        if after.op_count != final.op_count:
+            changed[name] = after.op_count
+    return changed
+
+
 def run(*, quick: bool = False) -> dict[str, Any]:
     """Runs the benchmark; see the module docstring."""
     from hlo_go import corpus
@@ -90,6 +111,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     best_reduction: dict[str, float] = {}
     episodes: dict[str, Any] = {}
+    fixed_point: dict[str, dict[str, int]] = {}
     all_match = True
     for family, name in graphs.items():
         text = corpus.text(name, "unoptimized")
@@ -99,6 +121,8 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         default = default_order(start, config)
         _, single = default_single_compile(start, config)
         _log(f"{name}: default order {default.op_count} ops (single compile {single})")
+        fixed_point[name] = _fixed_point(start, config)
+        _log(f"{name}: actions that still change the default's result: {fixed_point[name]}")
         results = [default]
         for agent in ("random", "greedy", "ppo"):
 
@@ -156,6 +180,8 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         "outputs_match": all_match if not quick else None,
         "targets": {"gpt2": TARGET_GPT2, "mean": TARGET_MEAN},
         "episodes": episodes,
+        "default_fixed_point": fixed_point,
+        "default_is_fixed_point": all(not v for v in fixed_point.values()),
     }
     for family in GRAPHS:
         if family in best_reduction:

@@ -29,6 +29,7 @@ from hlo_go.sharding import (
     spec_text,
     total_cost,
 )
+from hlo_go.sharding.greedy import fit_memory, solve_greedy
 from hlo_go.sharding.strategies import reshape_dim_map
 from hlo_go.sim import get_cluster
 from hlo_go.xla import compile_hlo_text, random_inputs, run_executable
@@ -266,6 +267,27 @@ def test_memory_budget_makes_ilp_shard():
     result = simulate_sharding(tight, choice)
     assert result.peak_memory <= replicated * 0.5 and not result.oom
     assert simulate_sharding(tight, np.zeros(tight.num_nodes, np.int64)).oom
+
+
+def test_fit_memory_keeps_the_choice_where_it_fits():
+    """A choice over the budget is made feasible, keeping its strategies where they fit;
+    one that fits is returned as it is; ``prefer`` is what the greedy pass follows."""
+    sg = build_sharding(parse_hlo(_mlp_text(batch=4096)), MESH, H100)
+    replicated = np.zeros(sg.num_nodes, np.int64)
+    np.testing.assert_array_equal(fit_memory(sg, replicated), replicated)  # no budget
+    # Without a budget, the pass alone (no descent) follows ``prefer`` exactly.
+    other = np.asarray(get("dp")(sg), np.int64)
+    np.testing.assert_array_equal(solve_greedy(sg.problem, max_rounds=0, prefer=other), other)
+    with pytest.raises(ValueError, match="prefer"):
+        solve_greedy(sg.problem, prefer=np.full(sg.num_nodes, 99))
+    budget = simulate_sharding(sg, replicated).peak_memory * 0.5
+    tight = sg._replace(problem=sg.problem._replace(memory_budget=budget))
+    assert simulate_sharding(tight, replicated).oom
+    fitted = fit_memory(tight, replicated)
+    result = simulate_sharding(tight, fitted)
+    assert not result.oom and result.peak_memory <= budget
+    kept = (fitted == 0).mean()
+    assert 0.2 < kept < 1.0  # many nodes keep the preferred (replicated) strategy
 
 
 def test_bad_choice_is_named(mlp):

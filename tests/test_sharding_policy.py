@@ -239,6 +239,19 @@ def test_untrained_decode_is_the_prior(sg, params):
     )
 
 
+def test_policy_fits_a_tight_memory_budget(sg, params):
+    """The network does not see memory; under a budget its decode (here: the prior's
+    choice, which needs more) is made feasible before it is returned."""
+    from hlo_go.sharding import simulate_sharding
+
+    budget = 0.6 * simulate_sharding(sg, get("dp")(sg)).peak_memory
+    tight = sg._replace(problem=sg.problem._replace(memory_budget=budget))
+    assert simulate_sharding(tight, prior_choice(tight, SMALL)).oom
+    for samples in (0, 4):
+        choice = policy_method(tight, params=params, config=SMALL, samples=samples)
+        assert not simulate_sharding(tight, choice).oom
+
+
 def test_shipped_policy_decodes_zero_shot(sg):
     params, config = shipped_policy()
     assert config.network.hidden_size > SMALL.network.hidden_size  # the full-size network

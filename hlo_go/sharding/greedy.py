@@ -23,7 +23,13 @@ from __future__ import annotations
 import numpy as np
 
 from hlo_go.decisions._jit import jit
-from hlo_go.sharding.problem import ShardingProblem, edge_cost_layout, live_set_layout
+from hlo_go.sharding.build import ShardingGraph, live_bytes
+from hlo_go.sharding.problem import (
+    ShardingProblem,
+    edge_cost_layout,
+    is_memory_feasible,
+    live_set_layout,
+)
 
 
 def _csr(keys: np.ndarray, num_keys: int) -> tuple[np.ndarray, np.ndarray]:
@@ -93,8 +99,13 @@ def _greedy_kernel(
     slack: np.ndarray,
     budget: float,
     max_rounds: int,
+    prefer: np.ndarray,
 ) -> np.ndarray:
-    """The greedy pass then coordinate descent; returns int32[N] strategies."""
+    """The greedy pass then coordinate descent; returns int32[N] strategies.
+
+    ``prefer[v] >= 0``: the pass gives ``v`` that strategy whenever it fits the slack
+    (else the cheapest that fits); ``-1``: the cheapest that fits.
+    """
     n = num_strategies.shape[0]
     kmax = node_cost.shape[1]
     choice = np.zeros(n, np.int32)
@@ -142,6 +153,9 @@ def _greedy_kernel(
                 continue
             if first_fit < 0:
                 first_fit = k
+            if k == prefer[v]:
+                best = k
+                break
             if costs[k] < best_cost:
                 best_cost = costs[k]
                 best = k
@@ -211,7 +225,11 @@ def _greedy_kernel(
 
 
 def solve_greedy(
-    problem: ShardingProblem, order: np.ndarray | None = None, *, max_rounds: int = 3
+    problem: ShardingProblem,
+    order: np.ndarray | None = None,
+    *,
+    max_rounds: int = 3,
+    prefer: np.ndarray | None = None,
 ) -> np.ndarray:
     """A good, fast choice of strategies (see the module docstring for the method).
 
@@ -220,6 +238,9 @@ def solve_greedy(
       order: int[N], the order to visit nodes in, a permutation of ``0..N-1``
         (default ``0..N-1``, topological when edges go from lower to higher ids).
       max_rounds: at most this many rounds of coordinate descent (0: none).
+      prefer: int[N], a strategy per node that the greedy pass takes wherever it
+        fits the memory slack (instead of the cheapest): with it the result is
+        ``prefer`` made memory-feasible (:func:`fit_memory`).
 
     Returns:
       int32[N], one strategy per node, each in ``[0, K_v)``. It fits the memory
@@ -239,6 +260,12 @@ def solve_greedy(
             raise ValueError(f"order must be a permutation of 0..{n - 1}")
     if n == 0:
         return np.zeros(0, np.int32)
+    if prefer is None:
+        preferred = np.full(n, -1, np.int32)
+    else:
+        preferred = np.ascontiguousarray(prefer, np.int32)
+        if preferred.shape != (n,) or (preferred >= k).any():
+            raise ValueError(f"prefer must be {n} strategies, each below its node's count")
     layout = edge_cost_layout(problem)
     src = np.ascontiguousarray(problem.edge_src, np.int64)
     dst = np.ascontiguousarray(problem.edge_dst, np.int64)
@@ -275,4 +302,52 @@ def solve_greedy(
         np.ascontiguousarray(slack, np.float64),
         budget,
         int(max_rounds),
+        preferred,
     )
+
+
+
+def fit_memory(
+    sg: ShardingGraph, choice: np.ndarray, *, max_rounds: int = 3, max_cuts: int = 64
+) -> np.ndarray:
+    """``choice`` itself if it fits the memory budget, else a feasible choice close to it.
+
+    The greedy pass keeps each node's strategy from ``choice`` wherever it fits the
+    slack left by the nodes before it (``solve_greedy(prefer=choice)``), gives the
+    others the cheapest strategy that fits, and coordinate descent then lowers the
+    cost without leaving the budget. This is what makes a memory-unaware choice (a
+    policy's decode) usable under a tight budget.
+
+    The problem checks memory at sampled program positions (its live sets), and the
+    peak of a choice may fall between them. So the peak is taken over EVERY position
+    (as :func:`hlo_go.sharding.simulate_sharding` does), and while it is over the
+    budget, the live set at that position joins the problem's and the choice is
+    fitted again (at most ``max_cuts`` times).
+
+    Args:
+      sg: the prepared module (its ``problem.memory_budget`` is the budget).
+      choice: int[N], one strategy per node.
+      max_rounds: rounds of coordinate descent after each pass.
+      max_cuts: live sets added at most.
+
+    Returns:
+      int64[N] strategies; they fit whenever every node's smallest-memory strategy
+      fits every live set added.
+    """
+    problem = sg.problem
+    preferred = np.asarray(choice, np.int64)
+    current = preferred
+    rows = np.arange(len(preferred))
+    for cut in range(max_cuts + 1):
+        live = live_bytes(sg.live_first, sg.live_last, problem.node_memory[rows, current])
+        peak = int(np.argmax(live)) if len(live) else 0
+        if not len(live) or live[peak] <= problem.memory_budget or cut == max_cuts:
+            return current
+        if cut > 0 or is_memory_feasible(problem, current):
+            members = (sg.live_first <= peak) & (sg.live_last >= peak)
+            members &= problem.node_memory.max(axis=1) > 0
+            extra = np.flatnonzero(members).astype(np.int32)
+            problem = problem._replace(live_sets=(*problem.live_sets, extra))
+        fitted = solve_greedy(problem, max_rounds=max_rounds, prefer=preferred)
+        current = np.asarray(fitted, np.int64)
+    return current

@@ -120,7 +120,7 @@ from hlo_go.rl.ppo import (
     ppo_update_step,
 )
 from hlo_go.sharding.build import ShardingGraph
-from hlo_go.sharding.greedy import solve_greedy
+from hlo_go.sharding.greedy import fit_memory, solve_greedy
 from hlo_go.sharding.problem import (
     ShardingProblem,
     edge_cost_layout,
@@ -129,6 +129,7 @@ from hlo_go.sharding.problem import (
     total_cost,
 )
 from hlo_go.sharding.reduction import Reduction, reduce_problem
+from hlo_go.sharding.simulate import peak_memory
 from hlo_go.sharding.strategies import MAX_STRATEGIES
 
 Params = Any
@@ -1255,6 +1256,10 @@ def shard_with_policy(
         result is never costlier than it (a trained policy that leaves its prior where
         that does not pay on an unseen graph falls back to it).
 
+    When no candidate fits the memory budget, each is made feasible by
+    :func:`hlo_go.sharding.greedy.fit_memory` (its strategies kept wherever they fit)
+    and the cheapest result is returned.
+
     Returns:
       ``int64[n]``, a strategy per node.
     """
@@ -1265,9 +1270,13 @@ def shard_with_policy(
         candidates.append(policy.sample(params, inputs, jax.random.key(seed), samples)[0])
     if with_prior:
         candidates.append(inputs.action.expand(_prior_actions(inputs))[None])
-    if len(candidates) == 1:
-        return candidates[0][0]
-    return min(np.concatenate(candidates), key=lambda c: _infeasible_then_cost(sg, c))
+    best = min(np.concatenate(candidates), key=lambda c: _infeasible_then_cost(sg, c))
+    if _fits(sg, best):
+        return best
+    # Nothing fits the budget (the network does not see memory): each candidate made
+    # memory-feasible, keeping its strategies wherever they fit (fit_memory).
+    fitted = [fit_memory(sg, c) for c in np.concatenate(candidates)]
+    return min(fitted, key=lambda c: _infeasible_then_cost(sg, c))
 
 
 def policy_method(
@@ -1315,10 +1324,16 @@ def policy_method(
     return min((choice, tuned), key=lambda c: _infeasible_then_cost(sg, c))
 
 
+def _fits(sg: ShardingGraph, choice: np.ndarray) -> bool:
+    """Whether ``choice``'s peak memory over every program position fits the budget."""
+    return peak_memory(sg, choice) <= sg.problem.memory_budget
+
+
 def _infeasible_then_cost(sg: ShardingGraph, choice: np.ndarray) -> tuple[bool, float]:
-    """Sort key of choices: feasible ones first, then by ``total_cost``."""
+    """Sort key of choices: feasible ones first (peak over every program position),
+    then by ``total_cost``."""
     cost = total_cost(sg.problem, choice)
-    return (not (math.isfinite(cost) and is_memory_feasible(sg.problem, choice)), cost)
+    return (not (math.isfinite(cost) and _fits(sg, choice)), cost)
 
 
 def shipped_policy() -> tuple[Params, ShardingPolicyConfig]:
