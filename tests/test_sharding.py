@@ -256,6 +256,7 @@ def test_methods_registry_and_batch_inference(mlp):
     best = total_cost(mlp.problem, get("ilp")(mlp, time_limit_s=5.0))
     assert best <= z + 1e-12
     assert best <= total_cost(mlp.problem, get("greedy")(mlp)) + 1e-12
+    assert best <= total_cost(mlp.problem, get("core-greedy")(mlp)) + 1e-12
 
 
 def test_memory_budget_makes_ilp_shard():

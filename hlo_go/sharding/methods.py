@@ -23,7 +23,7 @@ pre-trained and decoded zero-shot; ``policy-ft`` fine-tunes it on the graph firs
   coordinate descent (:func:`hlo_go.sharding.greedy.solve_greedy`).
 * ``ilp``: the Alpa / XLA auto-sharding ILP over all strategies with the memory
   constraint (:func:`hlo_go.sharding.ilp.solve_ilp`, OR-Tools CP-SAT), started from the
-  greedy choice.
+  cheapest of the greedy, core-greedy and data-parallel choices.
 """
 
 from __future__ import annotations
@@ -71,8 +71,8 @@ def greedy(sg: ShardingGraph, *, seed: int = 0, time_limit_s: float | None = Non
 
 def ilp(sg: ShardingGraph, *, seed: int = 0, time_limit_s: float | None = None) -> np.ndarray:
     """The ILP's best choice within the time limit, started from the cheapest of the
-    greedy, data-parallel and replicated choices (and never worse than it)."""
-    start = _cheapest(sg, [greedy(sg), data_parallel(sg)])
+    greedy, core-greedy, data-parallel and replicated choices (and never worse than it)."""
+    start = _cheapest(sg, [greedy(sg), core_greedy(sg), data_parallel(sg)])
     result = solve_ilp(
         sg.problem,
         time_limit_s=ILP_TIME_LIMIT_S if time_limit_s is None else time_limit_s,
