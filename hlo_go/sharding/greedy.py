@@ -306,7 +306,6 @@ def solve_greedy(
     )
 
 
-
 def fit_memory(
     sg: ShardingGraph, choice: np.ndarray, *, max_rounds: int = 3, max_cuts: int = 64
 ) -> np.ndarray:

@@ -34,6 +34,12 @@ WRAPPED_COMPILER_OPTIONS: dict[str, Any] = {
     "xla_cpu_experimental_ynn_fusion_type": "",
 }
 
+# XLA's own fusion, matmuls as YNNPACK custom fusions included: its fusion of the
+# control-flow bodies our graph does not model (hlo_go.xla.adopt_control_flow). The
+# option is XLA's default value; giving it keeps JAX's compile cache from answering with
+# the default compile (the hook fires only on a real compile).
+XLA_FUSED_OPTIONS: dict[str, Any] = {"xla_embed_ir_in_executable": False}
+
 _STAGES = {
     "pre_scheduler": jax.extend.xla.PipelineStage.PRE_SCHEDULER,
     "post_scheduler": jax.extend.xla.PipelineStage.POST_SCHEDULER,

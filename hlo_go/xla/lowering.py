@@ -35,8 +35,18 @@ from hlo_go.decisions import DEFAULT_LIMITS, Decisions, FusionLimits, fusion_gro
 from hlo_go.graph import OpGraph, build_graph
 from hlo_go.hlo import HloModule, load_hlo, parse_hlo
 from hlo_go.xla._jaxlib import compile_hlo_text, executable_hlo_text
-from hlo_go.xla.fusion import FusionError, apply_fusion, unwrap_fusions, wrap_named
-from hlo_go.xla.hooks import WRAPPED_COMPILER_OPTIONS, capture_prefusion_with
+from hlo_go.xla.fusion import (
+    FusionError,
+    adopt_control_flow,
+    apply_fusion,
+    unwrap_fusions,
+    wrap_named,
+)
+from hlo_go.xla.hooks import (
+    WRAPPED_COMPILER_OPTIONS,
+    XLA_FUSED_OPTIONS,
+    capture_prefusion_with,
+)
 from hlo_go.xla.inputs import has_abstract_leaves, random_arguments, random_inputs
 from hlo_go.xla.schedule import compile_hooked
 
@@ -216,7 +226,18 @@ class Program:
         return self._captured[0]
 
     def _wrap_rest(self, module: HloModule) -> HloModule:
-        return wrap_named(module, self._captured[1])
+        """What our fusion leaves unfused wrapped as XLA had it; control-flow bodies (which
+        the graph does not see) fused by XLA (:func:`hlo_go.xla.adopt_control_flow`)."""
+        wrapped = wrap_named(module, self._captured[1])
+        return adopt_control_flow(wrapped, self._xla_fused)[0]
+
+    @functools.cached_property
+    def _xla_fused(self) -> HloModule:
+        """XLA's own fusion of the module (matmuls as plain dots, as in ours), captured at
+        the same stage as :attr:`prefusion`."""
+        return capture_prefusion_with(
+            self._compile, self.name, platform=self.platform, compiler_options=XLA_FUSED_OPTIONS
+        )
 
     @functools.cached_property
     def graph(self) -> OpGraph:
@@ -295,9 +316,9 @@ class Program:
         """
         if isinstance(fusion, HloModule):
             return fusion, []
-        if fusion is None:
-            groups: list[list[str]] = []
-        elif isinstance(fusion, str | Decisions):
+        if fusion is None:  # no fusion anywhere, control-flow bodies included
+            return wrap_named(self.prefusion, self._captured[1]), []
+        if isinstance(fusion, str | Decisions):
             decisions = self._resolve(fusion, cluster=cluster, seed=seed, budget=budget)
             label = fusion if isinstance(fusion, str) else "Decisions"
             group = decisions.fusion_groups(self.graph, output_dims=self.output_dims, limits=limits)
