@@ -224,17 +224,7 @@ class GONetwork(nn.Module):
         key: jax.Array | None = None,
         actions: dict[str, jnp.ndarray] | None = None,
     ) -> NetworkOutput:
-        """Decides every task in order: :meth:`decide` after :meth:`shared`.
-
-        Args:
-          graphs: the policy input (:class:`hlo_go.policy.PolicyInput` ``.graphs``).
-          num_devices: ``int32[]``, ``D`` (1 .. ``max_devices``).
-          key: sample the actions with this PRNG key.
-          actions: score these actions (task name -> ``int32[N]``) instead. With
-            neither ``key`` nor ``actions``, each task takes its most likely action.
-
-        Returns:
-          The :class:`NetworkOutput`.
-        """
+        """Decides every task in order: :meth:`decide` (same arguments, and the same
+        :class:`NetworkOutput`) after :meth:`shared`."""
         shared = self.shared(graphs, num_devices)
         return self.decide(shared, graphs, num_devices, key=key, actions=actions)

@@ -7,7 +7,11 @@ XLA's pipeline, fusion passes off, and
 
 1. **fusion**: the pre-fusion module (:func:`hlo_go.xla.capture_prefusion`) fused by our
    groups (:func:`hlo_go.xla.apply_fusion`; what stays unfused wrapped alone as XLA's
-   fusion-wrapper had it, :func:`hlo_go.xla.unwrap_fusions`) swapped in before scheduling;
+   fusion-wrapper had it, :func:`hlo_go.xla.unwrap_fusions`) swapped in before scheduling.
+   The graph sees a ``while`` (or ``conditional``) as one node, so decisions never reach
+   its body: bodies get XLA's own fusion, YNNPACK dots included
+   (:func:`hlo_go.xla.adopt_control_flow`), except with ``fusion=None`` (nothing fused
+   anywhere). Left unfused, a scanned model's loop body ran about twice as slow;
 2. **schedule**: the entry list-scheduled by our priorities after XLA's scheduler
    (:func:`hlo_go.xla.list_schedule`), a fused kernel taking the largest priority of its
    members, as in the simulator.
