@@ -35,9 +35,10 @@ import numpy as np
 
 from hlo_go.hlo import HloModule
 from hlo_go.sharding.build import ShardingGraph
-from hlo_go.sharding.greedy import solve_greedy
+from hlo_go.sharding.greedy import fit_memory, solve_greedy
 from hlo_go.sharding.ilp import solve_ilp
-from hlo_go.sharding.problem import is_memory_feasible, total_cost
+from hlo_go.sharding.problem import total_cost
+from hlo_go.sharding.simulate import peak_memory
 from hlo_go.sharding.spec import ShardSpec
 
 Method = Callable[..., np.ndarray]
@@ -55,9 +56,10 @@ def replicated(
 
 
 def _cheapest(sg: ShardingGraph, choices: list[np.ndarray]) -> np.ndarray:
-    """The choice with the lowest ILP objective among those that fit the memory budget
-    (among all when none fits)."""
-    fitting = [c for c in choices if is_memory_feasible(sg.problem, c)] or choices
+    """The choice with the lowest ILP objective among those that fit the memory budget at
+    every program position (among all when none fits)."""
+    budget = sg.problem.memory_budget
+    fitting = [c for c in choices if peak_memory(sg, c) <= budget] or choices
     costs = [total_cost(sg.problem, c) for c in fitting]
     return fitting[int(np.argmin(costs))]
 
@@ -79,7 +81,10 @@ def ilp(sg: ShardingGraph, *, seed: int = 0, time_limit_s: float | None = None) 
         initial=start,
         seed=seed,
     )
-    return _cheapest(sg, [np.asarray(result.choice, dtype=np.int64), start])
+    best = _cheapest(sg, [np.asarray(result.choice, dtype=np.int64), start])
+    # The ILP checks memory at sampled program positions (the problem's live sets); a
+    # choice whose peak falls between them is made to fit (fit_memory).
+    return fit_memory(sg, best)
 
 
 def infer_batch_size(module: HloModule) -> int | None:
