@@ -33,7 +33,7 @@ import numpy as np
 import optax
 
 from hlo_go.policy import TASKS, GONetwork, GOPolicy
-from hlo_go.policy.network import SharedPass
+from hlo_go.policy.network import NetworkOutput, SharedPass
 from hlo_go.rl.env import GraphEnv, check_tasks
 from hlo_go.rl.ppo import LossInfo, PPOBatch, PPOConfig, ppo_apply, ppo_grads, ppo_update_step
 
@@ -77,7 +77,9 @@ class GOAgent:
     def _shared(self, params: Params, graphs: Any, devices: jax.Array) -> SharedPass:
         return self.network.apply(params, graphs, devices, method=GONetwork.shared)
 
-    def _decide(self, params: Params, shared: SharedPass, graphs: Any, devices: jax.Array, **kw):
+    def _decide(
+        self, params: Params, shared: SharedPass, graphs: Any, devices: jax.Array, **kw: Any
+    ) -> NetworkOutput:
         return self.network.apply(params, shared, graphs, devices, method=GONetwork.decide, **kw)
 
     def _scores(self, params: Params, graphs: Any, devices: jax.Array, actions: Any):

@@ -7,7 +7,8 @@ Public names::
     Strategy, enumerate_strategies, MAX_STRATEGIES     what one instruction can do
     build_sharding(module, mesh, cluster) -> ShardingGraph    inline_calls
     ShardingProblem, total_cost, validate_choice       the problem every method solves
-    simulate_sharding(sg, choice) -> ShardingResult    peak_memory, charged_collectives
+    simulate_sharding(sg, choice) -> ShardingResult    peak_memory, fits_memory, charged_collectives
+    fit_memory(sg, choice): a choice made to fit the memory budget
     annotate(sg, choice) -> HloModule                  measure_sharding -> ShardingMeasurement
     methods: get(name), names(), infer_batch_size      solve_ilp, IlpResult, solve_greedy
 
@@ -23,7 +24,7 @@ Module by concept: :mod:`~hlo_go.sharding.mesh`, :mod:`~hlo_go.sharding.spec`,
 """
 
 from hlo_go.sharding.build import ShardingGraph, build_sharding, inline_calls
-from hlo_go.sharding.greedy import solve_greedy
+from hlo_go.sharding.greedy import fit_memory, solve_greedy
 from hlo_go.sharding.ilp import IlpResult, solve_ilp
 from hlo_go.sharding.lower import ShardingMeasurement, annotate, measure_sharding
 from hlo_go.sharding.mesh import COLLECTIVES, AxisLinks, Mesh
@@ -32,6 +33,7 @@ from hlo_go.sharding.problem import ShardingProblem, total_cost, validate_choice
 from hlo_go.sharding.simulate import (
     ShardingResult,
     charged_collectives,
+    fits_memory,
     peak_memory,
     simulate_sharding,
 )
@@ -54,6 +56,8 @@ __all__ = [
     "build_sharding",
     "charged_collectives",
     "enumerate_strategies",
+    "fit_memory",
+    "fits_memory",
     "get",
     "infer_batch_size",
     "inline_calls",

@@ -38,7 +38,7 @@ from hlo_go.sharding.build import ShardingGraph
 from hlo_go.sharding.greedy import fit_memory, solve_greedy
 from hlo_go.sharding.ilp import solve_ilp
 from hlo_go.sharding.problem import total_cost
-from hlo_go.sharding.simulate import peak_memory
+from hlo_go.sharding.simulate import fits_memory
 from hlo_go.sharding.spec import ShardSpec
 
 Method = Callable[..., np.ndarray]
@@ -58,8 +58,7 @@ def replicated(
 def _cheapest(sg: ShardingGraph, choices: list[np.ndarray]) -> np.ndarray:
     """The choice with the lowest ILP objective among those that fit the memory budget at
     every program position (among all when none fits)."""
-    budget = sg.problem.memory_budget
-    fitting = [c for c in choices if peak_memory(sg, c) <= budget] or choices
+    fitting = [c for c in choices if fits_memory(sg, c)] or choices
     costs = [total_cost(sg.problem, c) for c in fitting]
     return fitting[int(np.argmin(costs))]
 

@@ -129,7 +129,7 @@ from hlo_go.sharding.problem import (
     total_cost,
 )
 from hlo_go.sharding.reduction import Reduction, reduce_problem
-from hlo_go.sharding.simulate import peak_memory
+from hlo_go.sharding.simulate import fits_memory
 from hlo_go.sharding.strategies import MAX_STRATEGIES
 
 Params = Any
@@ -1271,7 +1271,7 @@ def shard_with_policy(
     if with_prior:
         candidates.append(inputs.action.expand(_prior_actions(inputs))[None])
     best = min(np.concatenate(candidates), key=lambda c: _infeasible_then_cost(sg, c))
-    if _fits(sg, best):
+    if fits_memory(sg, best):
         return best
     # Nothing fits the budget (the network does not see memory): each candidate made
     # memory-feasible, keeping its strategies wherever they fit (fit_memory).
@@ -1324,16 +1324,11 @@ def policy_method(
     return min((choice, tuned), key=lambda c: _infeasible_then_cost(sg, c))
 
 
-def _fits(sg: ShardingGraph, choice: np.ndarray) -> bool:
-    """Whether ``choice``'s peak memory over every program position fits the budget."""
-    return peak_memory(sg, choice) <= sg.problem.memory_budget
-
-
 def _infeasible_then_cost(sg: ShardingGraph, choice: np.ndarray) -> tuple[bool, float]:
     """Sort key of choices: feasible ones first (peak over every program position),
     then by ``total_cost``."""
     cost = total_cost(sg.problem, choice)
-    return (not (math.isfinite(cost) and _fits(sg, choice)), cost)
+    return (not (math.isfinite(cost) and fits_memory(sg, choice)), cost)
 
 
 def shipped_policy() -> tuple[Params, ShardingPolicyConfig]:

@@ -90,6 +90,13 @@ def peak_memory(sg: ShardingGraph, choice: np.ndarray) -> float:
     return float(live_bytes(sg.live_first, sg.live_last, nbytes).max())
 
 
+def fits_memory(sg: ShardingGraph, choice: np.ndarray) -> bool:
+    """Whether ``choice``'s peak over every program position fits ``sg``'s memory budget
+    (the problem's own check, :func:`hlo_go.sharding.problem.is_memory_feasible`, looks
+    at sampled positions only)."""
+    return peak_memory(sg, choice) <= sg.problem.memory_budget
+
+
 def simulate_sharding(sg: ShardingGraph, choice: np.ndarray) -> ShardingResult:
     """Simulates a sharding choice.
 

@@ -322,6 +322,12 @@ def unwrap_fusions(module: HloModule) -> tuple[HloModule, frozenset[str]]:
     )
 
 
+def control_flow_computations(module: HloModule) -> list[str]:
+    """The computations the entry runs as control flow (``while`` bodies and conditions,
+    ``conditional`` branches, ``call`` targets), transitively; the entry not included."""
+    return _control(module)[1:]
+
+
 def _control(module: HloModule) -> list[str]:
     """The entry and the computations it runs as control flow, transitively."""
     control: list[str] = []
@@ -482,7 +488,7 @@ def adopt_control_flow(module: HloModule, fused: HloModule) -> tuple[HloModule, 
     ours = dict(module.computations)
     adopted = [
         name
-        for name in _control(module)[1:]
+        for name in control_flow_computations(module)
         if name in fused.computations
         and _signature(fused.computations[name]) == _signature(ours[name])
     ]

@@ -43,6 +43,7 @@ from hlo_go.xla.fusion import (
     FusionError,
     adopt_control_flow,
     apply_fusion,
+    control_flow_computations,
     unwrap_fusions,
     wrap_named,
 )
@@ -233,12 +234,14 @@ class Program:
         """What our fusion leaves unfused wrapped as XLA had it; control-flow bodies (which
         the graph does not see) fused by XLA (:func:`hlo_go.xla.adopt_control_flow`)."""
         wrapped = wrap_named(module, self._captured[1])
+        if not control_flow_computations(wrapped):  # nothing to adopt: skip XLA's compile
+            return wrapped
         return adopt_control_flow(wrapped, self._xla_fused)[0]
 
     @functools.cached_property
     def _xla_fused(self) -> HloModule:
-        """XLA's own fusion of the module (matmuls as plain dots, as in ours), captured at
-        the same stage as :attr:`prefusion`."""
+        """XLA's own fusion of the module (matmuls as YNNPACK fusions, as XLA's default
+        compile has them), captured at the same stage as :attr:`prefusion`."""
         return capture_prefusion_with(
             self._compile, self.name, platform=self.platform, compiler_options=XLA_FUSED_OPTIONS
         )
