@@ -146,6 +146,29 @@ def test_measure_with_method_names_and_with_decisions() -> None:
     )
 
 
+def _cancelling(a: jax.Array, b: jax.Array, unused: jax.Array) -> jax.Array:
+    return (a + b) - b  # float32 loses most of a's digits to b's rounding
+
+
+def test_outputs_that_round_differently_are_judged_against_float64() -> None:
+    from hlo_go.xla.measure import _as_accurate, outputs_match
+
+    a = jnp.linspace(1e-3, 2e-3, 64, dtype=jnp.float32)
+    b = jnp.full((64,), 1e4, jnp.float32)
+    prog = program(_cancelling, (a, b, jnp.zeros(3)))  # jax.jit drops the unused argument
+    exact = prog.float64_outputs()
+    np.testing.assert_allclose(exact[0], np.asarray(a, np.float64), rtol=1e-12)
+    want = prog.default()(*prog.args)
+    accurate = a  # what an exact evaluation rounds to
+    assert not outputs_match(accurate, want)[0]  # elementwise, it differs from XLA's
+    ok, message = _as_accurate(prog, accurate, want, "elementwise")
+    assert ok and "float64" in message
+    wrong = want.at[5].add(0.5)
+    assert not _as_accurate(prog, wrong, want, "elementwise")[0]
+    hlo = program(prog.prefusion.to_text(), prog.args[:2])  # an HLO source: all parameters
+    np.testing.assert_allclose(hlo.float64_outputs()[0], exact[0], rtol=1e-12)
+
+
 def test_random_inputs_for_hlo_text_a_file_and_abstract_arguments(tmp_path) -> None:  # type: ignore[no-untyped-def]
     text = jax.jit(_f).lower(X, W).as_text(dialect="hlo")
     result = measure(text, fusion="fuse-all-legal", schedule="fifo", repeats=2)

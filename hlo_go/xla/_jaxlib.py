@@ -146,6 +146,18 @@ def module_from_proto(proto: bytes) -> Any:
     return _xla_hlo.HloModule.from_serialized_hlo_module_proto(proto)
 
 
+def lowered_kept_arguments(lowered: Any, count: int) -> list[int]:
+    """Indices of the flat arguments a ``jax.stages.Lowered`` kept as HLO parameters.
+
+    ``jax.jit`` drops unused arguments from the module it lowers (``keep_unused=False``);
+    the module's entry parameters are the kept ones, in order. ``count`` is the number of
+    flat arguments (all kept when JAX does not say otherwise).
+    """
+    kept = getattr(lowered, "_lowering", None)
+    kept = getattr(kept, "compile_args", {}).get("kept_var_idx") if kept is not None else None
+    return sorted(kept) if kept is not None else list(range(count))
+
+
 def executable_hlo_text(executable: Any) -> str:
     """The optimized HLO text of a loaded executable (its first module)."""
     return xla_module_to_text(executable.hlo_modules()[0])

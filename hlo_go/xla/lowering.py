@@ -38,7 +38,7 @@ import numpy as np
 from hlo_go.decisions import DEFAULT_LIMITS, Decisions, FusionLimits, fusion_group_names
 from hlo_go.graph import OpGraph, build_graph
 from hlo_go.hlo import HloModule, load_hlo, parse_hlo
-from hlo_go.xla._jaxlib import compile_hlo_text, executable_hlo_text
+from hlo_go.xla._jaxlib import compile_hlo_text, executable_hlo_text, lowered_kept_arguments
 from hlo_go.xla.fusion import (
     FusionError,
     adopt_control_flow,
@@ -196,8 +196,10 @@ class Program:
         *,
         source_kind: str,
         platform: str = "cpu",
+        source_text: Callable[[], tuple[str, list[Any]]] | None = None,
     ) -> None:
         self.name = name
+        self._source_text = source_text
         self._compile = compile_fn
         self._call_of = call_of
         self.args = args
@@ -209,6 +211,23 @@ class Program:
         """XLA's default compile (its own fusion and schedule): the reference."""
         compiled = self._compile({})
         return Executable(compiled, self._call_of(compiled), label="XLA default")
+
+    def float64_outputs(self) -> list[np.ndarray]:
+        """The program evaluated with float32 widened to float64: near-exact outputs for
+        the float64 arbiter (:func:`hlo_go.xla.as_accurate_as_reference`), computed once.
+
+        Raises:
+          LoweringError: the program's source text is not known.
+          Exception: what XLA raises when the widened module does not compile or run.
+        """
+        if "float64" not in self.__dict__:
+            from hlo_go.xla.arbiter import float64_outputs
+
+            if self._source_text is None:
+                raise LoweringError(f"{self.name!r}: no source text to evaluate in float64")
+            text, args = self._source_text()
+            self.__dict__["float64"] = float64_outputs(text, args)
+        return self.__dict__["float64"]
 
     @functools.cached_property
     def _captured(self) -> tuple[HloModule, frozenset[str]]:
@@ -512,6 +531,12 @@ def program(
     device = jax.devices(platform)[0]
     placed = tuple(jax.device_put(tuple(args), device))
     name = lowered.compiler_ir("hlo").as_hlo_module().name
+
+    def source_text() -> tuple[str, list[Any]]:  # the lowered module and its parameters
+        flat = jax.tree.leaves(placed)
+        kept = lowered_kept_arguments(lowered, len(flat))
+        return lowered.compiler_ir("hlo").as_hlo_text(), [flat[k] for k in kept]
+
     return Program(
         name,
         lambda options: lowered.compile(compiler_options=options or None),
@@ -519,6 +544,7 @@ def program(
         placed,
         source_kind="function",
         platform=platform,
+        source_text=source_text,
     )
 
 
@@ -564,7 +590,13 @@ def _hlo_program(
 
     placed = tuple(jax.device_put(a, device) for a in args)
     return Program(
-        module.name, compile_fn, _loaded_call, placed, source_kind="hlo", platform=platform
+        module.name,
+        compile_fn,
+        _loaded_call,
+        placed,
+        source_kind="hlo",
+        platform=platform,
+        source_text=lambda: (text, list(placed)),
     )
 
 
