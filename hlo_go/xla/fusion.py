@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import itertools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from hlo_go.hlo import (
     FrozenDict,
@@ -252,16 +252,31 @@ def wrap_unfused(module: HloModule) -> HloModule:
     return _wrap(module, bare, control)
 
 
-def wrap_named(module: HloModule, names: Iterable[str]) -> HloModule:
+def wrap_named(module: HloModule, names: Mapping[str, str | None] | Iterable[str]) -> HloModule:
     """Wraps the named bare instructions of the entry and its control-flow computations in
-    one-instruction kLoop fusions of the same name (names not found are skipped)."""
-    wanted = frozenset(names)
-    return _wrap(module, lambda i: i.name in wanted and i.opcode != "fusion", _control(module))
+    one-instruction kLoop fusions of the same name (names not found are skipped).
+
+    Args:
+      module: a module.
+      names: the names, or a mapping name -> backend config of its fusion (as
+        :func:`unwrap_fusions` returns it).
+    """
+    configs = dict(names) if isinstance(names, Mapping) else dict.fromkeys(names)
+    return _wrap(
+        module,
+        lambda i: i.name in configs and i.opcode != "fusion",
+        _control(module),
+        config=lambda i: configs[i.name],
+    )
 
 
-def unwrap_fusions(module: HloModule) -> tuple[HloModule, frozenset[str]]:
-    """Inlines every one-instruction fusion of the entry and its control-flow computations
-    (XLA's ``fusion-wrapper`` output): the inverse of :func:`wrap_unfused`.
+def unwrap_fusions(module: HloModule) -> tuple[HloModule, dict[str, str | None]]:
+    """Inlines every one-instruction loop fusion of the entry and its control-flow
+    computations (XLA's ``fusion-wrapper`` output): the inverse of :func:`wrap_unfused`.
+
+    Custom fusions (``kind=kCustom``: XLA:CPU's library kernels, YNNPACK matmuls,
+    convolutions and reductions) stay: XLA's library rewrite made them, not its fusion
+    pass, and XLA's default compile runs them so.
 
     XLA:CPU assigns layouts knowing which instructions are wrapped; capturing the module
     after its ``fusion-wrapper`` pass and unwrapping it gives a pre-fusion module whose
@@ -272,12 +287,12 @@ def unwrap_fusions(module: HloModule) -> tuple[HloModule, frozenset[str]]:
       module: a module with single-instruction fusions.
 
     Returns:
-      ``(module, names)``: the unwrapped module (each inlined instruction takes its
-      fusion's name and shape) and the names of the instructions that were wrapped
-      (re-wrap what stays unfused with :func:`wrap_named`).
+      ``(module, wrapped)``: the unwrapped module (each inlined instruction takes its
+      fusion's name and shape) and, per name of an instruction that was wrapped, its
+      fusion's backend config (re-wrap what stays unfused with :func:`wrap_named`).
     """
     computations = dict(module.computations)
-    unwrapped: set[str] = set()
+    unwrapped: dict[str, str | None] = {}
     inlined: set[str] = set()
     for comp_name in _control(module):
         comp = module.computations[comp_name]
@@ -289,7 +304,12 @@ def unwrap_fusions(module: HloModule) -> tuple[HloModule, frozenset[str]]:
                 else None
             )
             body = [i for i in called.instructions if i.opcode != "parameter"] if called else []
-            if called is None or len(body) != 1 or body[0].name != called.root_name:
+            if (
+                called is None
+                or len(body) != 1
+                or body[0].name != called.root_name
+                or instr.attributes.get("kind") == "kCustom"
+            ):
                 new_instructions.append(instr)
                 continue
             inner = body[0]
@@ -306,19 +326,19 @@ def unwrap_fusions(module: HloModule) -> tuple[HloModule, frozenset[str]]:
                     metadata=instr.metadata or inner.metadata,
                 )
             )
-            unwrapped.add(instr.name)
+            unwrapped[instr.name] = instr.backend_config
             inlined.add(called.name)
         computations[comp_name] = HloComputation(
             comp.name, tuple(new_instructions), comp.root_name, comp.execution_thread
         )
     if not unwrapped:
-        return module, frozenset()
+        return module, {}
     kept = {n: c for n, c in computations.items() if n not in inlined}
     return (
         HloModule(
             module.name, FrozenDict(kept), module.entry_name, module.attributes, module.stack_frames
         ),
-        frozenset(unwrapped),
+        unwrapped,
     )
 
 
@@ -346,10 +366,15 @@ def _control(module: HloModule) -> list[str]:
 
 
 def _wrap(
-    module: HloModule, select: Callable[[HloInstruction], bool], scope: Sequence[str]
+    module: HloModule,
+    select: Callable[[HloInstruction], bool],
+    scope: Sequence[str],
+    *,
+    config: Callable[[HloInstruction], str | None] = lambda _: None,
 ) -> HloModule:
     """Replaces the selected instructions of the ``scope`` computations by one-instruction
-    kLoop fusions of the same name."""
+    kLoop fusions of the same name; ``config`` gives each one's backend config (e.g. the
+    ``outer_dimension_partitions`` XLA's parallel task assignment wrote)."""
     computations = dict(module.computations)
     created: dict[str, list[str]] = {}  # scope computation -> fused computations it calls
     for comp_name in scope:
@@ -381,6 +406,7 @@ def _wrap(
                     instr.shape,
                     tuple(operands),
                     FrozenDict({"kind": "kLoop", "calls": f"%{fused_name}"}),
+                    backend_config=config(instr),
                     control_predecessors=instr.control_predecessors,
                 )
             )

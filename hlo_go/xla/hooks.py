@@ -28,10 +28,12 @@ PREFUSION_COMPILER_OPTIONS: dict[str, Any] = {
 }
 
 # XLA's fusion off but its fusion-wrapper on: every instruction it would emit alone comes
-# wrapped in a one-instruction fusion, with the layouts XLA:CPU's emitters expect.
+# wrapped in a one-instruction fusion, with the layouts XLA:CPU's emitters expect. Its
+# library kernels (YNNPACK matmuls, convolutions, reductions) stay on, as in XLA's default
+# compile: turning them off changes the pipeline before fusion (e.g. large reductions
+# become reduce-window trees) and runs slower, less accurate kernels.
 WRAPPED_COMPILER_OPTIONS: dict[str, Any] = {
     "xla_disable_hlo_passes": "fusion",
-    "xla_cpu_experimental_ynn_fusion_type": "",
 }
 
 # XLA's own fusion, matmuls as YNNPACK custom fusions included: its fusion of the

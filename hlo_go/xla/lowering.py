@@ -230,7 +230,7 @@ class Program:
         return self.__dict__["float64"]
 
     @functools.cached_property
-    def _captured(self) -> tuple[HloModule, frozenset[str]]:
+    def _captured(self) -> tuple[HloModule, dict[str, str | None]]:
         wrapped = capture_prefusion_with(
             self._compile,
             self.name,
