@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from hlo_go.decisions import Decisions, fusion_group_names
+from hlo_go.hlo import parse_hlo
 from hlo_go.xla import (
     FusionError,
     LoweringError,
@@ -144,6 +147,31 @@ def test_measure_with_method_names_and_with_decisions() -> None:
     assert by_decisions.relative == pytest.approx(
         by_decisions.time_s / by_decisions.baseline_time_s
     )
+
+
+def _matmul_softmax(x: jax.Array, w: jax.Array) -> jax.Array:
+    return jnp.sum(jax.nn.softmax(x @ w, axis=-1) * x[:, :64], axis=-1)
+
+
+def test_library_kernels_stay_as_xla_default_has_them() -> None:
+    x = jnp.linspace(-1.0, 1.0, 64 * 256).reshape(64, 256)
+    w = jnp.linspace(-0.5, 0.5, 256 * 64).reshape(256, 64)
+    prog = program(_matmul_softmax, (x, w))
+
+    def custom(module) -> list[object]:  # type: ignore[no-untyped-def]
+        return [
+            json.loads(i.backend_config or "{}")
+            for i in module.entry.instructions
+            if i.opcode == "fusion" and i.attributes.get("kind") == "kCustom"
+        ]
+
+    default = custom(parse_hlo(prog.default().as_text()))
+    assert default, "XLA:CPU ran no library kernel: the premise of this test"
+    assert custom(prog.prefusion) == default  # captured as XLA's default compile has them
+    for fusion in ("xla-cpu-like", "fuse-all-legal"):
+        executable = prog.lower(fusion=fusion)
+        assert custom(executable.optimized) == default, fusion
+        _close(executable(*prog.args), jax.jit(_matmul_softmax)(x, w))
 
 
 def _cancelling(a: jax.Array, b: jax.Array, unused: jax.Array) -> jax.Array:
