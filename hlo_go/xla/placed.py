@@ -46,7 +46,7 @@ from hlo_go.decisions import Decisions
 from hlo_go.graph import OpGraph, build_graph
 from hlo_go.hlo import HloModule, parse_hlo
 from hlo_go.xla._jaxlib import compile_hlo_text
-from hlo_go.xla.arbiter import as_accurate_as_reference, float64_outputs
+from hlo_go.xla.arbiter import as_accurate_as_reference, float64_once
 from hlo_go.xla.hooks import capture_prefusion_lowered
 from hlo_go.xla.inputs import random_inputs
 from hlo_go.xla.measure import Measurement, outputs_match
@@ -414,20 +414,7 @@ def float64_reference(module: HloModule, args: Sequence[Any]) -> Callable[[], li
     """A function returning ``module``'s outputs evaluated in float64 (the arbiter's
     near-exact values, :func:`hlo_go.xla.arbiter.float64_outputs`), computed on the
     first call only; a failure is remembered and raised again."""
-    state: dict[str, Any] = {}
-
-    def exact() -> list[np.ndarray]:
-        if "outputs" not in state and "error" not in state:
-            try:
-                text = portable_module(module).to_text()
-                state["outputs"] = float64_outputs(text, args)
-            except Exception as error:  # the arbiter reports it with its verdict
-                state["error"] = error
-        if "error" in state:
-            raise state["error"]
-        return state["outputs"]
-
-    return exact
+    return float64_once(lambda: (portable_module(module).to_text(), args))
 
 
 def check_placed_outputs(
