@@ -38,7 +38,7 @@ from hlo_go.decisions.adjacency import graph_cached
 from hlo_go.graph import FEATURE_NAMES, OPCODE_VOCAB, OpGraph, flatten_entry
 from hlo_go.graph.vocab import UNKNOWN_OPCODE
 from hlo_go.hlo import HloModule
-from hlo_go.hlo.opcodes import CPU_EMITTER_NOT_FUSIBLE, NOT_FUSIBLE
+from hlo_go.hlo.opcodes import CPU_EMITTER_NOT_FUSIBLE, NOT_FUSIBLE, REGENERATED_OPCODES
 
 # Opcodes whose value may not be read inside their own group: XLA:CPU's loop emitter
 # computes a fused instruction once per element of each user, so a reduce feeding
@@ -48,6 +48,11 @@ from hlo_go.hlo.opcodes import CPU_EMITTER_NOT_FUSIBLE, NOT_FUSIBLE
 OUTPUT_ONLY_OPCODES: frozenset[str] = frozenset({"reduce"})
 OUTPUT_ONLY: np.ndarray = np.array([name in OUTPUT_ONLY_OPCODES for name in OPCODE_VOCAB])
 OUTPUT_ONLY.flags.writeable = False
+
+# bool[NUM_OPCODES]: opcodes a fusion recomputes rather than reads from another fusion
+# (:func:`hlo_go.xla.fusion.regenerate_shared` clones them into their reading groups).
+REGENERATED: np.ndarray = np.array([name in REGENERATED_OPCODES for name in OPCODE_VOCAB])
+REGENERATED.flags.writeable = False
 
 # bool[NUM_OPCODES]: opcodes that may be members of a fusion group.
 FUSIBLE_OPCODES: np.ndarray = np.array(

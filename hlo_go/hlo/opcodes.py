@@ -61,6 +61,14 @@ ELEMENTWISE_OPCODES: frozenset[str] = frozenset({
     "stochastic-convert", "subtract", "tan", "tanh", "xor",
 })  # fmt: skip
 
+# Opcodes a fusion may recompute from their operands rather than read another fusion's
+# copy: generated values and elementwise ops that are neither transcendental nor
+# divisions, as XLA's instruction fusion duplicates into every consumer fusion.
+REGENERATED_OPCODES: frozenset[str] = frozenset(
+    {"broadcast", "iota", "constant", "bitcast", "reshape"}
+    | (ELEMENTWISE_OPCODES - TRANSCENDENTAL_OPCODES - {"divide", "remainder", "power"})
+)
+
 # Opcodes that name existing buffers rather than compute: no kernel runs for them.
 VIEW_OPCODES: frozenset[str] = frozenset({
     "tuple", "get-tuple-element", "bitcast", "after-all", "add-dependency", "domain", "opt-barrier",

@@ -56,6 +56,7 @@ def build_kernels(
     root: int,
     launch_s: np.ndarray,
     launches: np.ndarray,
+    regenerated: np.ndarray,
     bandwidth: np.ndarray,
     link_bw: np.ndarray,
     link_latency: np.ndarray,
@@ -98,6 +99,21 @@ def build_kernels(
         order_node[i] = v
     mptr, members = _csr(order_kid, order_node, n, nk)
 
+    # Values a fused reader recomputes (hlo_go.xla.fusion.regenerate_shared): of a
+    # regenerated opcode, in a fused kernel, computed from the kernel's inputs or other
+    # such members (checked one level deep).
+    recomputed = np.zeros(n, np.bool_)
+    for v in range(n):
+        if not regenerated[v] or v == root or size[group[v]] < 2:
+            continue
+        ok = True
+        for j in range(data_pred_ptr[v], data_pred_ptr[v + 1]):
+            p = data_pred[j]
+            if kid[p] == kid[v] and not regenerated[p]:
+                ok = False
+                break
+        recomputed[v] = ok
+
     kdev = np.empty(nk, np.int64)
     kprio = np.empty(nk, np.float64)
     kdur = np.empty(nk, np.float64)
@@ -131,12 +147,16 @@ def build_kernels(
                 meff = eff
             read += bytes_read[v]
             for j in range(data_pred_ptr[v], data_pred_ptr[v + 1]):
-                if kid[data_pred[j]] == k:
+                p = data_pred[j]
+                if kid[p] == k:
                     read -= min(float(data_pred_bytes[j]), bytes_read[v])
+                elif recomputed[p] and not single:  # reads what p is computed from
+                    read -= max(0.0, min(float(data_pred_bytes[j]), bytes_read[v]) - bytes_read[p])
             internal = v != root and data_succ_ptr[v + 1] > data_succ_ptr[v]
             if internal:
                 for j in range(data_succ_ptr[v], data_succ_ptr[v + 1]):
-                    if kid[data_succ[j]] != k:
+                    w = data_succ[j]
+                    if kid[w] != k and not (recomputed[v] and size[group[w]] > 1):
                         internal = False
                         break
             if not internal:

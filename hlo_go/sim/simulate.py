@@ -5,6 +5,11 @@ The semantics are DESIGN.md's, shared with the XLA lowering:
 * **Fusion.** Nodes are grouped by :func:`hlo_go.decisions.fusion_groups` (priority
   order, legality, no cycles, size limit). A group runs as one kernel: one launch, its
   intermediates never touch memory (:mod:`hlo_go.sim.cost_model` gives its time).
+  Cheap values other fused kernels read (broadcasts, cheap elementwise ops over the
+  group's inputs: :data:`~hlo_go.decisions.legality.REGENERATED`) are recomputed by
+  each of them, as the lowering does (:func:`hlo_go.xla.fusion.regenerate_shared`):
+  such a value is written only for the step's output and unfused readers, and a fused
+  reader reads what the value was computed from instead.
 * **Scheduling.** Each device keeps a ready queue; whenever the device is free it
   starts the ready kernel with the highest schedule priority (a group's priority is
   the largest of its members'); ties go to the kernel whose last member comes first
@@ -38,6 +43,7 @@ import numpy as np
 
 from hlo_go.decisions import Adjacency, Decisions, FusionLimits, adjacency, fusion_groups
 from hlo_go.decisions.fusion import DEFAULT_LIMITS
+from hlo_go.decisions.legality import REGENERATED
 from hlo_go.graph import OpGraph
 from hlo_go.sim import _engine
 from hlo_go.sim.cluster import Cluster, LinkArrays
@@ -61,6 +67,8 @@ class Prepared(NamedTuple):
       links: the cluster's link matrices.
       launches: ``float64[N]`` kernels each node launches (``OpGraph.kernel_launches``, at
         least 1): a ``while`` pays the launch overhead for every kernel of every trip.
+      regenerated: ``bool[N]`` nodes of opcodes a fusion recomputes rather than reads
+        (:data:`hlo_go.decisions.legality.REGENERATED`).
     """
 
     graph: OpGraph
@@ -74,6 +82,7 @@ class Prepared(NamedTuple):
     bytes_out: np.ndarray
     links: LinkArrays
     launches: np.ndarray
+    regenerated: np.ndarray
 
 
 _CACHE: OrderedDict[tuple[int, Cluster], Prepared] = OrderedDict()
@@ -107,6 +116,7 @@ def prepare(graph: OpGraph, cluster: Cluster) -> Prepared:
         graph.bytes_out.astype(np.int64),
         cluster.link_arrays,
         np.maximum(graph.kernel_launches, 1).astype(np.float64),
+        REGENERATED[graph.opcode],
     )
     _CACHE[key] = value
     while len(_CACHE) > _CACHE_SIZE:
@@ -241,6 +251,7 @@ def _run(
         int(graph.root),
         costs.launch_s,
         prepared.launches,
+        prepared.regenerated,
         costs.bandwidth,
         links.bandwidth,
         links.latency,

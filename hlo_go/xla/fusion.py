@@ -31,7 +31,12 @@ from hlo_go.hlo import (
     tuple_shape,
 )
 from hlo_go.hlo.ir import computation_names
-from hlo_go.hlo.opcodes import COMPUTATION_ATTRIBUTES, CPU_EMITTER_NOT_FUSIBLE, NOT_FUSIBLE
+from hlo_go.hlo.opcodes import (
+    COMPUTATION_ATTRIBUTES,
+    CPU_EMITTER_NOT_FUSIBLE,
+    NOT_FUSIBLE,
+    REGENERATED_OPCODES,
+)
 
 
 class FusionError(ValueError):
@@ -188,6 +193,156 @@ def apply_fusion(
         entry.name,
         FrozenDict(attributes),
         module.stack_frames,
+    )
+
+
+# The most members one recomputed value may be cloned with (its chain back to the
+# group's inputs); longer chains stay outputs of their group.
+MAX_REGENERATED_CHAIN = 8
+
+
+def regenerate_shared(
+    module: HloModule, groups: Iterable[Sequence[str]]
+) -> tuple[HloModule, list[list[str]]]:
+    """Gives every fusion that reads a cheap value of another fusion its own copy of it.
+
+    XLA's instruction fusion duplicates cheap producers into every consumer fusion; a
+    grouping (a partition) instead makes a group write out whatever other groups read.
+    For a GELU of bert_l2 (jaxlib 0.10.2) that was eight f32[16,128,2048] outputs, four
+    of them scalar broadcasts, for the backward pass to read back. Here a member of a
+    group whose opcode is in :data:`~hlo_go.hlo.opcodes.REGENERATED_OPCODES`, whose
+    operands lie outside the group or are such members themselves (at most
+    :data:`MAX_REGENERATED_CHAIN` in all), and which other groups read, is cloned (with
+    those operands) into each group reading it; those groups read the clone instead. The value stays an output of its group only for the entry root and
+    users left unfused. Members no longer read (a group left with no outputs, say) are
+    removed. Cloning only
+    adds reads of values the original group already read, so no cycle appears.
+
+    Args:
+      module: an unfused module (e.g. from :func:`hlo_go.xla.capture_prefusion`).
+      groups: disjoint groups of entry instruction names, as for :func:`apply_fusion`.
+
+    Returns:
+      ``(module, groups)``: the module with the clones (named ``<original>.regen.<k>``)
+      right after their originals, and the groups with the clones added; apply them
+      with :func:`apply_fusion`.
+    """
+    entry = module.entry
+    groups = [list(dict.fromkeys(g)) for g in groups]
+    groups = [g for g in groups if len(g) > 1]
+    owner = {name: gi for gi, group in enumerate(groups) for name in group}
+    users: dict[str, list[str]] = {}
+    for instr in entry.instructions:
+        for operand in dict.fromkeys(instr.operands):
+            users.setdefault(operand, []).append(instr.name)
+
+    def chain(name: str, gi: int) -> list[str] | None:
+        """``name`` and the members of group ``gi`` it is computed from, operands first;
+        None when one of them is not cheap to recompute."""
+        instr = entry.instruction(name)
+        if instr.opcode not in REGENERATED_OPCODES or instr.control_predecessors:
+            return None
+        out: list[str] = []
+        for operand in instr.operands:
+            if owner.get(operand) == gi:
+                inner = chain(operand, gi)
+                if inner is None:
+                    return None
+                out.extend(n for n in inner if n not in out)
+                if len(out) >= MAX_REGENERATED_CHAIN:
+                    return None
+        return [*out, name]
+
+    # clones[name] = [(target group, {member: clone name})]; redirect[user][member] = clone.
+    clones: dict[str, list[tuple[int, dict[str, str]]]] = {}
+    redirect: dict[str, dict[str, str]] = {}
+    taken = {i.name for i in entry.instructions}
+    counter = itertools.count()
+    for gi, group in enumerate(groups):
+        for name in group:
+            if name not in entry:
+                continue  # apply_fusion names it
+            outside = [u for u in users.get(name, ()) if owner.get(u) != gi]
+            targets = list(dict.fromkeys(owner[u] for u in outside if u in owner))
+            if name == entry.root_name or not targets:
+                continue
+            members = chain(name, gi)
+            if members is None:
+                continue
+            for target in targets:
+                copy: dict[str, str] = {}
+                for member in members:
+                    while (fresh := f"{member}.regen.{next(counter)}") in taken:
+                        pass
+                    taken.add(fresh)
+                    copy[member] = fresh
+                clones.setdefault(name, []).append((target, copy))
+                groups[target].extend(copy.values())
+                for user in outside:
+                    if owner.get(user) == target:
+                        redirect.setdefault(user, {})[name] = copy[name]
+    if not clones:
+        return module, groups
+
+    instructions: list[HloInstruction] = []
+    for instr in entry.instructions:
+        mapping = redirect.get(instr.name)
+        instructions.append(
+            instr.replace(operands=tuple(mapping.get(o, o) for o in instr.operands))
+            if mapping
+            else instr
+        )
+        for _, copy in clones.get(instr.name, ()):
+            for member, fresh in copy.items():
+                original = entry.instruction(member)
+                instructions.append(
+                    original.replace(
+                        name=fresh,
+                        operands=tuple(copy.get(o, o) for o in original.operands),
+                        control_predecessors=(),
+                    )
+                )
+    # Members nothing reads any more (their readers now read clones) are dead, and so,
+    # in turn, may be the members they read.
+    readers: dict[str, int] = {}
+    for instr in instructions:
+        for operand in dict.fromkeys(instr.operands):
+            readers[operand] = readers.get(operand, 0) + 1
+    by_name = {i.name: i for i in instructions}
+    fused = set(owner) | {
+        c for copies in clones.values() for _, copy in copies for c in copy.values()
+    }
+    pending = [n for n in fused if n != entry.root_name and not readers.get(n)]
+    dead: set[str] = set()
+    while pending:
+        name = pending.pop()
+        if name in dead:
+            continue
+        dead.add(name)
+        for operand in dict.fromkeys(by_name[name].operands):
+            readers[operand] -= 1
+            if not readers[operand] and operand in fused and operand != entry.root_name:
+                pending.append(operand)
+    instructions = [
+        i.replace(control_predecessors=tuple(c for c in i.control_predecessors if c not in dead))
+        for i in instructions
+        if i.name not in dead
+    ]
+    new_groups = [[n for n in g if n not in dead] for g in groups]
+    new_entry = HloComputation(
+        entry.name, tuple(instructions), entry.root_name, entry.execution_thread
+    )
+    computations = dict(module.computations)
+    computations[entry.name] = new_entry
+    return (
+        HloModule(
+            module.name,
+            FrozenDict(computations),
+            module.entry_name,
+            module.attributes,
+            module.stack_frames,
+        ),
+        [g for g in new_groups if len(g) > 1],
     )
 
 

@@ -44,6 +44,7 @@ from hlo_go.xla.fusion import (
     adopt_control_flow,
     apply_fusion,
     control_flow_computations,
+    regenerate_shared,
     unwrap_fusions,
     wrap_named,
 )
@@ -353,12 +354,16 @@ class Program:
             group = decisions.fusion_groups(self.graph, output_dims=self.output_dims, limits=limits)
             groups = fusion_group_names(self.graph, group)
             try:
-                return self._wrap_rest(apply_fusion(self.prefusion, groups)), groups
+                return self._fuse(groups)
             except FusionError as error:
                 raise FusionError(f"fusion {label!r} of {self.name!r}: {error}") from None
-        else:
-            groups = [list(g) for g in fusion]
-        return self._wrap_rest(apply_fusion(self.prefusion, groups)), groups
+        return self._fuse([list(g) for g in fusion])
+
+    def _fuse(self, groups: list[list[str]]) -> tuple[HloModule, list[list[str]]]:
+        """The pre-fusion module with ``groups`` fused, cheap shared values recomputed
+        where they are read (:func:`hlo_go.xla.fusion.regenerate_shared`)."""
+        module, groups = regenerate_shared(self.prefusion, groups)
+        return self._wrap_rest(apply_fusion(module, groups)), groups
 
     def priorities(
         self,
