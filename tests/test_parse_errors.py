@@ -77,8 +77,16 @@ BAD_CASES: dict[str, tuple[str, str | None, list[str]]] = {
     "missing module name": ("HloModule\n", None, ["module name"]),
     "empty text": ("", None, ["expected a computation"]),
     "unterminated comment": (mutate("ENTRY main", "/* ENTRY main"), None, []),
-    "deeply nested tuple": ("ENTRY e {\n p = " + "(" * 5000 + "f32[]" + ")" * 5000 + " parameter(0)\n}\n", None, ["nested"]),
-    "dimension overflow": (mutate("f32[2,3]{1,0}", "f32[2,99999999999999999999]{1,0}"), None, ["dimension"]),
+    "deeply nested tuple": (
+        "ENTRY e {\n p = " + "(" * 5000 + "f32[]" + ")" * 5000 + " parameter(0)\n}\n",
+        None,
+        ["nested"],
+    ),
+    "dimension overflow": (
+        mutate("f32[2,3]{1,0}", "f32[2,99999999999999999999]{1,0}"),
+        None,
+        ["dimension"],
+    ),
     "nul byte": (mutate("add(x, y)", "add(x,\x00 y)"), "\x00", ["NUL"]),
 }
 

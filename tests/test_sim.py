@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from hlo_go.decisions import Decisions
+from hlo_go.decisions import Decisions, FusionLimits
 from hlo_go.graph import OpGraph, build_graph
 from hlo_go.hlo import parse_hlo
 from hlo_go.sim import (
@@ -229,6 +229,37 @@ def test_partial_fusion_writes_values_used_outside():
     # Group {a, b}: reads p 4 KiB, writes a and b 8 KiB: 1 + max(2, 3) = 4 us; c 4 us.
     assert span(result, g, "b") == pytest.approx((0, 4))
     assert span(result, g, "c") == pytest.approx((4, 8))
+
+
+SHARED_BROADCAST = """
+  p = f32[1024] parameter(0)
+  q = f32[1024] parameter(1)
+  s = f32[] constant(2)
+  bc = f32[1024] broadcast(s), dimensions={}
+  a = f32[1024] multiply(p, bc)
+  e = f32[1024] exponential(a)
+  m = f32[1024] multiply(q, bc)
+  x = f32[1024] exponential(m)
+  ROOT r = f32[1024] add(e, x)
+"""
+
+
+def test_a_fused_reader_recomputes_a_shared_broadcast():
+    # Groups {bc, a, e} and {m, x} (at most 3 members); the lowering clones bc into the
+    # second group (hlo_go.xla.fusion.regenerate_shared), so the first never writes it
+    # and the second reads only the scalar s.
+    g = graph_of(SHARED_BROADCAST)
+    fusion = {"bc": 2, "a": 2, "e": 2, "m": 1, "x": 1}
+    result = simulate(g, tiny_cluster(), decide(g, fusion=fusion), limits=FusionLimits(max_nodes=3))
+    assert result.num_kernels == 3
+    # {bc, a, e}: reads p (4 KiB) and s, writes e (4 KiB): 1 + max(2, 2) = 3 us.
+    assert span(result, g, "e") == pytest.approx((0, 3), rel=1e-3)
+    # {m, x}: reads q and s, writes x: 1 + max(2, 2) = 3 us; then r: 1 + 3 = 4 us.
+    assert span(result, g, "x") == pytest.approx((3, 6), rel=1e-3)
+    assert result.step_time == pytest.approx(10 * US, rel=1e-3)
+    # Unfused, its reader m reads the broadcast from memory: {bc, a, e} writes it too.
+    alone = simulate(g, tiny_cluster(), decide(g, fusion={"bc": 1, "a": 1, "e": 1}))
+    assert span(alone, g, "e") == pytest.approx((0, 4), rel=1e-3)
 
 
 def test_oom_flag():

@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 
 from hlo_go.hlo import parse_hlo
-from hlo_go.xla import FusionError, apply_fusion, capture_prefusion, compile_replacing
+from hlo_go.xla import (
+    FusionError,
+    apply_fusion,
+    capture_prefusion,
+    compile_replacing,
+    regenerate_shared,
+)
 
 
 def _f(x: jax.Array, y: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -83,3 +89,55 @@ def test_multi_output_of_different_shapes_is_refused() -> None:
     module = capture_prefusion(g, X)
     with pytest.raises(FusionError, match="one shape"):
         apply_fusion(module, [_names(module, "tanh", "reduce")])
+
+
+def _shared(x: jax.Array, y: jax.Array) -> tuple[jax.Array, jax.Array]:
+    s = x * 0.5 + y  # cheap to recompute
+    t = jnp.tanh(s)  # not
+    return t * s, jnp.exp(t) - s
+
+
+def test_readers_recompute_cheap_shared_values() -> None:
+    module = capture_prefusion(_shared, X, Y)
+    order = [i.name for i in module.entry.instructions]
+    cut = order.index(_names(module, "tanh")[0]) + 1
+    compute = {"multiply", "add", "tanh", "broadcast", "exponential", "subtract"}
+    first = [n for n in order[:cut] if module.entry.instruction(n).opcode in compute]
+    second = [n for n in order[cut:] if module.entry.instruction(n).opcode in compute]
+    # Without regeneration the first group writes s and t for the second to read.
+    plain = apply_fusion(module, [first, second])
+    fusions = [i for i in plain.entry.instructions if i.opcode == "fusion"]
+    assert len(fusions[0].shape.tuple_shapes) == 2
+    regenerated, groups = regenerate_shared(module, [first, second])
+    assert groups[0] == first
+    clones = [n for n in groups[1] if ".regen." in n]
+    # s = add(multiply(x, broadcast(0.5)), y): the add, the multiply and the broadcast.
+    assert sorted(regenerated.entry.instruction(n).opcode for n in clones) == [
+        "add",
+        "broadcast",
+        "multiply",
+    ]
+    fused = apply_fusion(regenerated, groups)
+    fusions = [i for i in fused.entry.instructions if i.opcode == "fusion"]
+    assert not fusions[0].shape.is_tuple  # t only
+    compiled = compile_replacing(jax.jit(_shared).lower(X, Y), fused)
+    assert _fusions(compiled) == 2
+    for got, want in zip(compiled(X, Y), _shared(X, Y), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_a_group_only_others_read_from_is_removed() -> None:
+    module = capture_prefusion(_shared, X, Y)
+    order = [i.name for i in module.entry.instructions]
+    add = _names(module, "add")[0]
+    cut = order.index(add) + 1
+    compute = {"multiply", "add", "tanh", "broadcast", "exponential", "subtract"}
+    producer = [n for n in order[:cut] if module.entry.instruction(n).opcode in compute]
+    consumer = [n for n in order[cut:] if module.entry.instruction(n).opcode in compute]
+    regenerated, groups = regenerate_shared(module, [producer, consumer])
+    assert len(groups) == 1  # s's group is recomputed inside its reader and gone
+    assert not set(producer) & {i.name for i in regenerated.entry.instructions}
+    compiled = compile_replacing(jax.jit(_shared).lower(X, Y), apply_fusion(regenerated, groups))
+    assert _fusions(compiled) == 1
+    for got, want in zip(compiled(X, Y), _shared(X, Y), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
