@@ -34,6 +34,23 @@ def _fusions(compiled) -> int:  # type: ignore[no-untyped-def]
     return sum(1 for _, i in parse_hlo(compiled.as_text()).instructions() if i.opcode == "fusion")
 
 
+def _check_compiled(fn, fused, kernels: int) -> None:  # type: ignore[no-untyped-def]
+    """Compiles ``fused`` in place of ``fn``'s module: ``kernels`` fusions, outputs as jax."""
+    compiled = compile_replacing(jax.jit(fn).lower(X, Y), fused)
+    assert _fusions(compiled) == kernels
+    for got, want in zip(compiled(X, Y), fn(X, Y), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def _split(module, after: str) -> tuple[list[str], list[str]]:  # type: ignore[no-untyped-def]
+    """The compute instructions up to the first ``after`` instruction, and the rest."""
+    order = [i.name for i in module.entry.instructions]
+    cut = order.index(_names(module, after)[0]) + 1
+    compute = {"multiply", "add", "tanh", "broadcast", "exponential", "subtract"}
+    kept = [n for n in order if module.entry.instruction(n).opcode in compute]
+    return [n for n in kept if order.index(n) < cut], [n for n in kept if order.index(n) >= cut]
+
+
 def test_one_group_compiles_to_one_kernel_with_the_same_outputs() -> None:
     module = capture_prefusion(_f, X, Y)
     group = _names(module, "multiply", "add", "tanh", "broadcast", "exponential", "subtract")
@@ -41,28 +58,17 @@ def test_one_group_compiles_to_one_kernel_with_the_same_outputs() -> None:
     entry_opcodes = [i.opcode for i in fused.entry.instructions]
     assert entry_opcodes.count("fusion") == 1
     assert not set(entry_opcodes) & {"multiply", "tanh", "exponential"}
-    compiled = compile_replacing(jax.jit(_f).lower(X, Y), fused)
-    assert _fusions(compiled) == 1
-    for got, want in zip(compiled(X, Y), _f(X, Y), strict=True):
-        np.testing.assert_allclose(got, want, rtol=1e-6)
+    _check_compiled(_f, fused, 1)
 
 
 def test_two_groups_and_a_multi_output_group() -> None:
     module = capture_prefusion(_f, X, Y)
-    tanh = _names(module, "tanh")[0]
-    order = [i.name for i in module.entry.instructions]
-    cut = order.index(tanh) + 1
-    compute = {"multiply", "add", "tanh", "broadcast", "exponential", "subtract"}
-    first = [n for n in order[:cut] if module.entry.instruction(n).opcode in compute]
-    second = [n for n in order[cut:] if module.entry.instruction(n).opcode in compute]
+    first, second = _split(module, "tanh")
     fused = apply_fusion(module, [first, second])
     fusions = [i for i in fused.entry.instructions if i.opcode == "fusion"]
     assert len(fusions) == 2
     assert fusions[1].shape.is_tuple  # the second group has two outputs
-    compiled = compile_replacing(jax.jit(_f).lower(X, Y), fused)
-    assert _fusions(compiled) == 2
-    for got, want in zip(compiled(X, Y), _f(X, Y), strict=True):
-        np.testing.assert_allclose(got, want, rtol=1e-6)
+    _check_compiled(_f, fused, 2)
 
 
 def test_illegal_groups_get_clear_errors() -> None:
@@ -99,11 +105,7 @@ def _shared(x: jax.Array, y: jax.Array) -> tuple[jax.Array, jax.Array]:
 
 def test_readers_recompute_cheap_shared_values() -> None:
     module = capture_prefusion(_shared, X, Y)
-    order = [i.name for i in module.entry.instructions]
-    cut = order.index(_names(module, "tanh")[0]) + 1
-    compute = {"multiply", "add", "tanh", "broadcast", "exponential", "subtract"}
-    first = [n for n in order[:cut] if module.entry.instruction(n).opcode in compute]
-    second = [n for n in order[cut:] if module.entry.instruction(n).opcode in compute]
+    first, second = _split(module, "tanh")
     # Without regeneration the first group writes s and t for the second to read.
     plain = apply_fusion(module, [first, second])
     fusions = [i for i in plain.entry.instructions if i.opcode == "fusion"]
@@ -120,24 +122,13 @@ def test_readers_recompute_cheap_shared_values() -> None:
     fused = apply_fusion(regenerated, groups)
     fusions = [i for i in fused.entry.instructions if i.opcode == "fusion"]
     assert not fusions[0].shape.is_tuple  # t only
-    compiled = compile_replacing(jax.jit(_shared).lower(X, Y), fused)
-    assert _fusions(compiled) == 2
-    for got, want in zip(compiled(X, Y), _shared(X, Y), strict=True):
-        np.testing.assert_allclose(got, want, rtol=1e-6)
+    _check_compiled(_shared, fused, 2)
 
 
 def test_a_group_only_others_read_from_is_removed() -> None:
     module = capture_prefusion(_shared, X, Y)
-    order = [i.name for i in module.entry.instructions]
-    add = _names(module, "add")[0]
-    cut = order.index(add) + 1
-    compute = {"multiply", "add", "tanh", "broadcast", "exponential", "subtract"}
-    producer = [n for n in order[:cut] if module.entry.instruction(n).opcode in compute]
-    consumer = [n for n in order[cut:] if module.entry.instruction(n).opcode in compute]
+    producer, consumer = _split(module, "add")
     regenerated, groups = regenerate_shared(module, [producer, consumer])
     assert len(groups) == 1  # s's group is recomputed inside its reader and gone
     assert not set(producer) & {i.name for i in regenerated.entry.instructions}
-    compiled = compile_replacing(jax.jit(_shared).lower(X, Y), apply_fusion(regenerated, groups))
-    assert _fusions(compiled) == 1
-    for got, want in zip(compiled(X, Y), _shared(X, Y), strict=True):
-        np.testing.assert_allclose(got, want, rtol=1e-6)
+    _check_compiled(_shared, apply_fusion(regenerated, groups), 1)
