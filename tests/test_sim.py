@@ -262,6 +262,30 @@ def test_a_fused_reader_recomputes_a_shared_broadcast():
     assert span(alone, g, "e") == pytest.approx((0, 4), rel=1e-3)
 
 
+def test_a_value_computed_from_an_expensive_member_is_written():
+    # y = -(exp(p) * 2) is cheap itself, but recomputing it means recomputing exp(p):
+    # the lowering keeps it an output of {bc, t, w, y, e}, and so does the simulator.
+    g = graph_of("""
+  p = f32[1024] parameter(0)
+  q = f32[1024] parameter(1)
+  s = f32[] constant(2)
+  bc = f32[1024] broadcast(s), dimensions={}
+  t = f32[1024] exponential(p)
+  w = f32[1024] multiply(t, bc)
+  y = f32[1024] negate(w)
+  e = f32[1024] exponential(y)
+  m = f32[1024] multiply(q, y)
+  x = f32[1024] exponential(m)
+  ROOT r = f32[1024] add(e, x)
+""")
+    fusion = {"bc": 2, "t": 2, "w": 2, "y": 2, "e": 2, "m": 1, "x": 1}
+    result = simulate(g, tiny_cluster(), decide(g, fusion=fusion), limits=FusionLimits(max_nodes=5))
+    assert result.num_kernels == 3
+    # Reads p and s, writes y and e.
+    kernel = result.timeline.node_kernel[g.node_index["e"]]
+    assert result.timeline.kernel_bytes[kernel] == pytest.approx(3 * KB4, rel=1e-3)
+
+
 def test_oom_flag():
     g = graph_of(CHAIN)
     unfused = simulate(g, tiny_cluster(capacity=3 * KB4), decide(g))

@@ -53,6 +53,9 @@ OUTPUT_ONLY.flags.writeable = False
 # (:func:`hlo_go.xla.fusion.regenerate_shared` clones them into their reading groups).
 REGENERATED: np.ndarray = np.array([name in REGENERATED_OPCODES for name in OPCODE_VOCAB])
 REGENERATED.flags.writeable = False
+# The most members one recomputed value may be cloned with (itself and its chain back to
+# its group's inputs); longer chains stay outputs of their group.
+MAX_REGENERATED_CHAIN = 8
 
 # bool[NUM_OPCODES]: opcodes that may be members of a fusion group.
 FUSIBLE_OPCODES: np.ndarray = np.array(

@@ -57,6 +57,7 @@ def build_kernels(
     launch_s: np.ndarray,
     launches: np.ndarray,
     regenerated: np.ndarray,
+    max_chain: int,
     bandwidth: np.ndarray,
     link_bw: np.ndarray,
     link_latency: np.ndarray,
@@ -100,19 +101,26 @@ def build_kernels(
     mptr, members = _csr(order_kid, order_node, n, nk)
 
     # Values a fused reader recomputes (hlo_go.xla.fusion.regenerate_shared): of a
-    # regenerated opcode, in a fused kernel, computed from the kernel's inputs or other
-    # such members (checked one level deep).
+    # regenerated opcode, in a fused kernel, computed from the kernel's inputs through
+    # such members only, at most max_chain of them (counted along every path, so a
+    # shared member counts once per path).
     recomputed = np.zeros(n, np.bool_)
-    for v in range(n):
-        if not regenerated[v] or v == root or size[group[v]] < 2:
+    chain = np.zeros(n, np.int64)
+    for i in range(n):
+        v = topo_order[i]
+        if not regenerated[v] or size[group[v]] < 2:
             continue
-        ok = True
+        length = 1
         for j in range(data_pred_ptr[v], data_pred_ptr[v + 1]):
             p = data_pred[j]
-            if kid[p] == kid[v] and not regenerated[p]:
-                ok = False
-                break
-        recomputed[v] = ok
+            if kid[p] == kid[v]:
+                if chain[p] == 0:
+                    length = max_chain + 1
+                    break
+                length += chain[p]
+        if length <= max_chain:
+            chain[v] = length
+            recomputed[v] = v != root
 
     kdev = np.empty(nk, np.int64)
     kprio = np.empty(nk, np.float64)

@@ -43,7 +43,7 @@ import numpy as np
 
 from hlo_go.decisions import Adjacency, Decisions, FusionLimits, adjacency, fusion_groups
 from hlo_go.decisions.fusion import DEFAULT_LIMITS
-from hlo_go.decisions.legality import REGENERATED
+from hlo_go.decisions.legality import MAX_REGENERATED_CHAIN, REGENERATED
 from hlo_go.graph import OpGraph
 from hlo_go.sim import _engine
 from hlo_go.sim.cluster import Cluster, LinkArrays
@@ -252,6 +252,7 @@ def _run(
         costs.launch_s,
         prepared.launches,
         prepared.regenerated,
+        MAX_REGENERATED_CHAIN,
         costs.bandwidth,
         links.bandwidth,
         links.latency,

@@ -23,6 +23,7 @@ import heapq
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
+from hlo_go.decisions.legality import MAX_REGENERATED_CHAIN
 from hlo_go.hlo import (
     FrozenDict,
     HloComputation,
@@ -196,11 +197,6 @@ def apply_fusion(
     )
 
 
-# The most members one recomputed value may be cloned with (its chain back to the
-# group's inputs); longer chains stay outputs of their group.
-MAX_REGENERATED_CHAIN = 8
-
-
 def regenerate_shared(
     module: HloModule, groups: Iterable[Sequence[str]]
 ) -> tuple[HloModule, list[list[str]]]:
@@ -212,11 +208,12 @@ def regenerate_shared(
     of them scalar broadcasts, for the backward pass to read back. Here a member of a
     group whose opcode is in :data:`~hlo_go.hlo.opcodes.REGENERATED_OPCODES`, whose
     operands lie outside the group or are such members themselves (at most
-    :data:`MAX_REGENERATED_CHAIN` in all), and which other groups read, is cloned (with
-    those operands) into each group reading it; those groups read the clone instead. The value stays an output of its group only for the entry root and
-    users left unfused. Members no longer read (a group left with no outputs, say) are
-    removed. Cloning only
-    adds reads of values the original group already read, so no cycle appears.
+    :data:`~hlo_go.decisions.legality.MAX_REGENERATED_CHAIN` in all), and which other
+    groups read, is cloned (with those operands) into each group reading it; those
+    groups read the clone instead. The value stays an output of its group only for the
+    entry root and users left unfused. Members no longer read (a group left with no
+    outputs, say) are removed. Cloning only adds reads of values the original group
+    already read, so no cycle appears.
 
     Args:
       module: an unfused module (e.g. from :func:`hlo_go.xla.capture_prefusion`).
