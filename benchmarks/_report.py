@@ -27,7 +27,7 @@ def host_info() -> dict[str, Any]:
         "processor": _cpu_model() or platform.processor(),
         "cpu_count": os.cpu_count(),
         "cpus_usable": affinity,
-        "memory_gib": _memory_gib(),
+        "memory_gib": memory_gib(),
         "python": sys.version.split()[0],
     }
     return info
@@ -57,7 +57,8 @@ def _cpu_model() -> str | None:
     return None
 
 
-def _memory_gib() -> float | None:
+def memory_gib() -> float | None:
+    """This host's memory in GiB (Linux ``/proc/meminfo``), or None where unknown."""
     try:
         with open("/proc/meminfo") as f:
             for line in f:

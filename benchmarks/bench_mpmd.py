@@ -1,7 +1,7 @@
 """The MPMD placement runtime on corpus training steps: correctness, overhead, prediction.
 
-For each corpus graph (``"prefusion"`` stage) of at most ``MAX_GFLOP`` (the others are
-listed in ``graphs_excluded`` with the reason), in the order of :func:`_graph_names`:
+For each corpus graph (``"prefusion"`` stage) that fits this host's memory (see below),
+in the order of :func:`_graph_names`:
 
 * ``1 device``: every node on device 0, one segment; measured interleaved (A B A B)
   against XLA's default compile of the whole module (``measure_placed``). Target: the
@@ -23,17 +23,22 @@ listed in ``graphs_excluded`` with the reason), in the order of :func:`_graph_na
   measured dispatch cost per segment. The runtime overheads are measured first
   (:func:`calibrate_runtime`) and reported.
 
-Nearly all the time goes to XLA compiling the segment executables (78% of the full
-run): a segment costs tens of ms plus a few ms per node, more per node than the whole
-module's compile (each segment materializes its outputs, so XLA fuses less), so a
-placement's compile takes 2-7x the whole module's for expert and METIS and up to ~30x
-for round-robin (one segment per few nodes: 2,440 segments for inception_v3_small on 8
-devices). Identical segments are too rare to share executables (measured: about 5% of
-resnet_26's round-robin segments repeat). Within a graph the placements run cheapest
-first (expert, METIS, round-robin; 2, 4, 8 devices); a configuration with more than
-``MAX_SEGMENTS`` segments is recorded as skipped. The time budget
-(``HLO_GO_MPMD_BUDGET_S``, default ``BUDGET_S``) is checked before each configuration;
-what is left is listed as skipped ("time budget").
+Nearly all the time goes to XLA compiling the segment executables: a segment costs tens
+of ms plus a few ms per node, more per node than the whole module's compile (each
+segment materializes its outputs, so XLA fuses less). Round-robin makes one segment per
+few nodes (2,440 for inception_v3_small on 8 devices, about 10,000 for gnmt_l8_unrolled
+on 2), but segments that are the same program up to names share one executable per
+device (:func:`hlo_go.xla.compile_placed`), and on the unrolled RNNs and transformers
+most of them are: ``executables`` in each row counts the compiles. Within a graph the
+placements run cheapest first (expert, METIS, round-robin; 2, 4, 8 devices); a
+configuration with more than ``MAX_SEGMENTS`` segments is recorded as skipped. The time
+budget (``HLO_GO_MPMD_BUDGET_S``, default ``BUDGET_S``) is checked before each
+configuration; what is left is listed as skipped ("time budget").
+
+Every corpus graph that fits this host's memory is placed: one whose one-device step, as
+the simulator lays it out on ``host-cpu-1``, needs more than ``MEMORY_FRACTION`` of the
+host's memory is listed in ``graphs_excluded`` with its figure (placed runs also hold
+transferred copies, and the float64 check doubles every value).
 
 Where a placement fails the check, XLA's own one-device compile of the module with
 fusion off is put through the same check (``unfused_xla_check_...`` in the results): a
@@ -64,10 +69,12 @@ from rich.console import Console
 
 from benchmarks._child import child_main, run_in_child
 
-MAX_SEGMENTS = 2500
-BUDGET_S = 80 * 60
+MAX_SEGMENTS = 50_000
+BUDGET_S = 240 * 60
 QUICK_BUDGET_S = 4 * 60
-MAX_GFLOP = 20.0
+# A graph whose simulated one-device peak memory is above this fraction of the host's
+# memory is not placed.
+MEMORY_FRACTION = 0.25
 DEVICE_COUNTS = (2, 4, 8)
 # Cheapest to compile first: fewest segments.
 PLACEMENTS = ("expert", "metis", "round_robin")
@@ -92,33 +99,49 @@ def _budget_s(quick: bool) -> float:
     return float(os.environ.get("HLO_GO_MPMD_BUDGET_S", default))
 
 
-def _graph_names(quick: bool) -> list[str]:
+def _one_device_peak_bytes(name: str) -> int:
+    """The simulated peak memory of a corpus graph's step on one device of this host."""
+    import numpy as np
+
+    from hlo_go import corpus
+    from hlo_go.decisions import Decisions
+    from hlo_go.graph import build_graph
+    from hlo_go.sim import simulate
+    from hlo_go.xla.runtime_calibration import mpmd_host_cluster
+
+    graph = build_graph(corpus.load(name, "prefusion"))
+    zeros = np.zeros(graph.num_nodes, np.float32)
+    single = Decisions(np.zeros(graph.num_nodes, np.int32), zeros, zeros)
+    return int(simulate(graph, mpmd_host_cluster(1), single).peak_memory.sum())
+
+
+def _too_large(quick: bool) -> dict[str, str]:
+    """Corpus graphs that do not fit this host's memory, with the reason."""
+    from benchmarks._report import memory_gib
+    from hlo_go import corpus
+
+    host_gib = memory_gib()
+    if quick or host_gib is None:
+        return {}
+    peaks = {n: _one_device_peak_bytes(n) / 2**30 for n in corpus.names()}
+    return {
+        n: f"simulated one-device peak {peak:.1f} GiB > {MEMORY_FRACTION:g} of {host_gib} GiB"
+        for n, peak in peaks.items()
+        if peak > MEMORY_FRACTION * host_gib
+    }
+
+
+def _graph_names(quick: bool, excluded: dict[str, str]) -> list[str]:
     from hlo_go import corpus
 
     if quick:
         return ["gnmt_l2_scan"]
-    names = [n for n in corpus.names() if corpus.info(n)["flops"] <= MAX_GFLOP * 1e9]
+    names = [n for n in corpus.names() if n not in excluded]
     rest = sorted(
         (n for n in names if n not in FIRST),
         key=lambda n: corpus.info(n)["stages"]["prefusion"]["nodes"],
     )
     return [n for n in FIRST if n in names] + rest
-
-
-def _excluded_graphs(quick: bool) -> dict[str, str]:
-    """Corpus graphs this benchmark does not place, with the reason."""
-    from hlo_go import corpus
-
-    if quick:
-        return {}
-    return {
-        n: (
-            f"{corpus.info(n)['flops'] / 1e9:.0f} GFLOP > {MAX_GFLOP:g} GFLOP: its 10 "
-            "compiles (thousands of segment executables) exceed this 2-core host's time budget"
-        )
-        for n in corpus.names()
-        if corpus.info(n)["flops"] > MAX_GFLOP * 1e9
-    }
 
 
 class _Partial:
@@ -363,6 +386,7 @@ def _placed_row(
     return {
         **row,
         "segments": program.num_segments,
+        "executables": program.num_executables,
         "transfers": stats.transfers,
         "transfer_mb": stats.transfer_bytes / 1e6,
         "donated": stats.donated,
@@ -390,6 +414,7 @@ def _configurations(quick: bool) -> list[tuple[int, str]]:
 def _short(row: dict[str, Any]) -> str:
     keys = (
         "segments",
+        "executables",
         "correct",
         "within_tolerance",
         "compile_s",
@@ -534,7 +559,8 @@ def measure(quick: bool) -> dict[str, Any]:
     calibration = _calibration(partial, devices, quick)
     _log(f"calibration: {calibration.as_dict()}")
     rows: list[dict[str, Any]] = []
-    names = _graph_names(quick)
+    excluded = _too_large(quick)
+    names = _graph_names(quick, excluded)
     for name in names:
         rows.extend(_measure_graph(name, quick, calibration, deadline, partial))
     graphs_cut = sorted({r["graph"] for r in rows if r.get("skipped") == "time budget"})
@@ -544,7 +570,7 @@ def measure(quick: bool) -> dict[str, Any]:
         "unfused_xla_check_of_graphs_with_incorrect_configurations": unfused,
         "graphs": names,
         "graphs_with_configurations_left_by_time_budget": graphs_cut,
-        "graphs_excluded": _excluded_graphs(quick),
+        "graphs_excluded": excluded,
         "budget_s": budget,
         "max_segments": MAX_SEGMENTS,
         "compile_s_total": sum(r.get("compile_s") or 0.0 for r in rows),

@@ -26,6 +26,7 @@ from hlo_go.xla import (
     random_inputs,
     run_placed,
 )
+from hlo_go.xla._jaxlib import canonical_program_text
 from hlo_go.xla.mpmd import COMPUTE, check_partition
 from hlo_go.xla.segments import expand_bitcasts, portable_module
 
@@ -271,6 +272,63 @@ def test_buffers_are_freed_after_their_last_reader_and_inputs_never_donated():
     assert ok, message
     again = program(placed_args)  # inputs survive the donating run
     assert np.array_equal(np.asarray(again[0]), np.asarray(out[0]))
+
+
+def _alternating_steps(step, steps: int, x: np.ndarray):
+    """``steps`` applications of ``step(x, k)``, each on the other of two devices."""
+
+    def chain(x):
+        for k in range(steps):
+            x = step(x, k)
+        return x
+
+    module, graph = placed_module(chain, args=(x,))
+    tanh_nodes = [i for i, op in enumerate(graph.opcode_names) if op == "tanh"]
+    assert len(tanh_nodes) == steps
+    placement = np.zeros(graph.num_nodes, np.int32)
+    for k, node in enumerate(tanh_nodes):
+        placement[node:] = k % 2
+    program = compile_placed(module, _decisions(placement[graph.colocation_group]), DEVICES[:2])
+    ok, message = outputs_match(program(x), [jax.jit(chain)(x)])
+    assert ok, message
+    return program
+
+
+def test_segments_of_the_same_program_share_an_executable():
+    x = np.linspace(-1, 1, 256, dtype=np.float32)
+    same = _alternating_steps(lambda x, k: jnp.tanh(x) * 1.5, 8, x)
+    assert same.num_segments == 8
+    # The steps differ only in names, so they share executables: one per device, and
+    # one more for the first step, which reads the program input (never donated, so
+    # its module has no input_output_alias).
+    assert same.num_executables == 3
+    # A different power per step is a different program: nothing is shared.
+    distinct = _alternating_steps(lambda x, k: jnp.tanh(x) ** (k + 1), 8, x)
+    assert distinct.num_segments == 8 and distinct.num_executables == 8
+
+
+def test_canonical_program_text_ignores_names_only():
+    text = """HloModule m{suffix}, entry_computation_layout={{(f32[4]{{0}})->f32[]}}
+
+{add} {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] add(a, b)
+}}
+
+ENTRY {entry} {{
+  {p} = f32[4]{{0}} parameter(0), metadata={{op_name="x"}}
+  k = f32[4]{{0}} constant({{1, 2, 3, {last}}})
+  s = f32[4]{{0}} multiply({p}, k)
+  z = f32[] constant(0)
+  ROOT r = f32[] reduce(s, z), dimensions={{0}}, to_apply={add}
+}}
+"""
+    base = {"suffix": "", "add": "add", "entry": "main", "p": "p", "last": "4"}
+    key = canonical_program_text(text.format(**base))
+    renamed = {"suffix": ".segment_7", "add": "region_0.3", "entry": "seg", "p": "x.1"}
+    assert canonical_program_text(text.format(**{**base, **renamed})) == key
+    assert canonical_program_text(text.format(**{**base, "last": "5"})) != key
 
 
 def test_bitcasts_of_non_default_layouts_keep_their_meaning():

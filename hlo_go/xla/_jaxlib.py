@@ -48,6 +48,33 @@ def xla_module_to_text(module: Any) -> str:
     return module.to_string(options)
 
 
+def canonical_program_text(text: str) -> str:
+    """A key under which two HLO modules compile to the same program.
+
+    XLA's canonical print (``HloPrintOptions.canonical``) numbers instructions in
+    order and drops metadata; called computations are printed inline
+    (``canonicalize_computations``), and large constants, backend configs and control
+    dependencies in full, so only names and source locations are left out. The module
+    name is dropped from the header; the header's layout and ``input_output_alias``
+    are kept. Computations nothing in the entry calls are ignored.
+
+    Args:
+      text: HLO module text.
+
+    Returns:
+      The header without the module name, then the entry computation without its name.
+    """
+    options = _xla_hlo.HloPrintOptions.canonical()
+    options.canonicalize_computations = True
+    options.print_large_constants = True
+    options.print_backend_config = True
+    options.print_control_dependencies = True
+    printed = xla_parse(text).to_string(options)
+    header, _, rest = printed.partition("\n")
+    entry = rest[rest.index("\nENTRY ") + 1 :] if not rest.startswith("ENTRY ") else rest
+    return header.partition(",")[2] + "\n" + entry.partition("{")[2]
+
+
 def xla_cost_analysis(text: str) -> dict[str, float]:
     """XLA's HloCostAnalysis totals for a module given as HLO text (CPU client)."""
     import jax.extend

@@ -1,8 +1,8 @@
 """The MPMD runtime: a placed module run as per-device executables.
 
 ``compile_placed(module, decisions, devices)`` partitions the module
-(:func:`hlo_go.xla.mpmd.partition`), compiles one executable per segment for its
-device (:func:`hlo_go.xla.segments.segment_module`, then
+(:func:`hlo_go.xla.mpmd.partition`), compiles one executable per distinct segment for
+its device (:func:`hlo_go.xla.segments.segment_module`, then
 :func:`hlo_go.xla.compile_hlo_text`), and returns a :class:`PlacedProgram`. Calling
 it runs one step:
 
@@ -45,7 +45,7 @@ import numpy as np
 from hlo_go.decisions import Decisions
 from hlo_go.graph import OpGraph, build_graph
 from hlo_go.hlo import HloModule, parse_hlo
-from hlo_go.xla._jaxlib import compile_hlo_text
+from hlo_go.xla._jaxlib import canonical_program_text, compile_hlo_text
 from hlo_go.xla.arbiter import as_accurate_as_reference, float64_once
 from hlo_go.xla.hooks import capture_prefusion_lowered
 from hlo_go.xla.inputs import random_inputs
@@ -132,6 +132,11 @@ class PlacedProgram:
     def num_segments(self) -> int:
         """Executables dispatched per run."""
         return len(self._steps)
+
+    @property
+    def num_executables(self) -> int:
+        """Distinct executables compiled (segments of the same program share one)."""
+        return len({id(step.executable) for step in self._steps})
 
     def _build_plan(self, executables: Sequence[Any], donations: Sequence[Sequence[int]]) -> None:
         part = self.partition
@@ -337,6 +342,15 @@ def _donations(part: Partition) -> list[list[int]]:
     return donate
 
 
+def _program_key(text: str) -> str:
+    """:func:`canonical_program_text`, or the text itself where XLA's parser rejects it
+    (the compile then reports the error with the segment named)."""
+    try:
+        return canonical_program_text(text)
+    except ValueError:
+        return text
+
+
 def compile_placed(
     module: HloModule,
     decisions: Decisions,
@@ -347,7 +361,11 @@ def compile_placed(
     merge: bool = True,
     workers: int | None = None,
 ) -> PlacedProgram:
-    """Partitions a placed module and compiles one executable per segment.
+    """Partitions a placed module and compiles one executable per distinct segment.
+
+    Segments whose modules are the same program (:func:`canonical_program_text`:
+    equal up to instruction and computation names) on the same device share one
+    executable.
 
     Args:
       module: the module the decisions are for (e.g. a corpus module's ``"prefusion"``
@@ -392,21 +410,32 @@ def compile_placed(
         for seg, d in zip(part.segments, donations, strict=True)
     ]
 
+    texts = [m.to_text() for m in modules]
+    # Segments that print the same canonically (e.g. the time steps of an unrolled
+    # RNN under round-robin) share one executable per device.
+    first: dict[tuple[int, str], int] = {}
+    source = [
+        first.setdefault((seg.device, _program_key(text)), i)
+        for i, (seg, text) in enumerate(zip(part.segments, texts, strict=True))
+    ]
+    distinct = sorted(set(source))
+
     def build(i: int) -> Any:
         device = devices[part.segments[i].device]
         try:
-            return compile_hlo_text(modules[i].to_text(), device=device)
+            return compile_hlo_text(texts[i], device=device)
         except Exception as e:
             seg = part.segments[i]
-            first = part.flat.names[seg.nodes[0]]
+            first_node = part.flat.names[seg.nodes[0]]
             raise PlacementError(
                 f"XLA could not compile segment {i} (device {seg.device}, {len(seg.nodes)} "
-                f"nodes from {first!r}): {e}"
+                f"nodes from {first_node!r}): {e}"
             ) from e
 
     count = workers or os.cpu_count() or 1
     with ThreadPoolExecutor(max_workers=count) as pool:
-        executables = list(pool.map(build, range(len(modules))))
+        built = dict(zip(distinct, pool.map(build, distinct), strict=True))
+    executables = [built[i] for i in source]
     return PlacedProgram(module, part, devices, modules, executables, donations)
 
 
