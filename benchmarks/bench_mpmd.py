@@ -10,11 +10,13 @@ in the order of :func:`_graph_names`:
   virtual CPU devices: partitioned, compiled per segment, run, and checked against the
   one-device outputs by :func:`hlo_go.xla.check_placed_outputs`: within the dtype
   tolerances of :func:`hlo_go.xla.outputs_match`, or, for a float32 output outside
-  them, no less accurate than the one-device compile against the module evaluated in
-  float64 (the float64 arbiter, :mod:`hlo_go.xla.arbiter`; evaluated once per graph,
-  when first needed). ``within_tolerance`` says which rows passed without the arbiter,
+  them, no less accurate than one of XLA's own float32 compiles of the module (the
+  default one, or the one with fusion off, whose kernel boundaries a placement moves
+  to) against the module evaluated in float64 (the float64 arbiter,
+  :mod:`hlo_go.xla.arbiter`; each reference evaluated once per graph, when first
+  needed). ``within_tolerance`` says which rows passed without the arbiter,
   ``tolerance_excess`` how far the rest are (max error / (atol + rtol |want|), 1 = the
-  tolerance). Step time is the median of two runs after the checked one (not
+  tolerance); the summary counts the rows the fusion-off compile's error admitted. Step time is the median of two runs after the checked one (not
   interleaved: these rows are about correctness and prediction, and the 8 virtual
   devices share this host's 1-2 cores, so no parallel speedup is expected).
 * predicted step time: :func:`hlo_go.xla.runtime_calibration.predict_placed` — the
@@ -39,12 +41,6 @@ Every corpus graph that fits this host's memory is placed: one whose one-device 
 the simulator lays it out on ``host-cpu-1``, needs more than ``MEMORY_FRACTION`` of the
 host's memory is listed in ``graphs_excluded`` with its figure (placed runs also hold
 transferred copies, and the float64 check doubles every value).
-
-Where a placement fails the check, XLA's own one-device compile of the module with
-fusion off is put through the same check (``unfused_xla_check_...`` in the results): a
-placement splits the program into kernels the way that compile does, and where it fails
-on the same outputs by as much, the failure measures how XLA's float32 results depend on
-fusion, not an error of the runtime.
 
 Resumable: each finished configuration (and the calibration) is appended to
 ``benchmarks/.cache/mpmd[.quick].partial.jsonl``; a rerun with ``HLO_GO_BENCH_RESUME=1``
@@ -154,7 +150,6 @@ class _Partial:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.rows: dict[tuple[str, int, str], dict[str, Any]] = {}
         self.calibration: dict[str, Any] | None = None
-        self.unfused: dict[str, dict[str, Any]] = {}
         if os.environ.get("HLO_GO_BENCH_RESUME") and self.path.exists():
             self._load()
             _log(f"resuming: {len(self.rows)} configurations already in {self.path}")
@@ -171,9 +166,7 @@ class _Partial:
                 continue
             if record["record"] == "calibration":
                 self.calibration = record["calibration"]
-            elif record["record"] == "unfused":
-                self.unfused[record["graph"]] = record["check"]
-            else:
+            elif record["record"] == "row":
                 row = record["row"]
                 self.rows[(row["graph"], row["devices"], row["placement"])] = row
 
@@ -187,10 +180,6 @@ class _Partial:
     def add(self, row: dict[str, Any]) -> None:
         self.rows[(row["graph"], row["devices"], row["placement"])] = row
         self._append({"record": "row", "row": row})
-
-    def add_unfused(self, graph: str, check: dict[str, Any]) -> None:
-        self.unfused[graph] = check
-        self._append({"record": "unfused", "graph": graph, "check": check})
 
     def set_calibration(self, calibration: dict[str, Any]) -> None:
         self.calibration = calibration
@@ -278,7 +267,7 @@ class _Graph:
 
         from hlo_go import corpus
         from hlo_go.graph import build_graph
-        from hlo_go.xla import float64_reference, random_inputs
+        from hlo_go.xla import float64_reference, random_inputs, unfused_reference
 
         self.name = name
         self.module = corpus.load(name, "prefusion")
@@ -288,6 +277,7 @@ class _Graph:
         self.args = random_inputs(self.module)
         self.want: list[Any] | None = None
         self.exact = float64_reference(self.module, self.args)
+        self.unfused = unfused_reference(self.module, self.args)
 
     def decisions(self, placement: Any) -> Any:
         import numpy as np
@@ -376,7 +366,9 @@ def _placed_row(
     placed_args = program.place_arguments(g.args)
     got = [np.asarray(a) for a in jax.block_until_ready(program(placed_args))]
     within, _ = outputs_match(got, want)
-    ok, message = check_placed_outputs(g.module, g.args, got, want, exact=g.exact)
+    ok, message = check_placed_outputs(
+        g.module, g.args, got, want, exact=g.exact, unfused=g.unfused
+    )
     excess = _tolerance_excess(got, want)
     stats = program.stats
     del got
@@ -462,43 +454,7 @@ def _measure_graph(
     return rows
 
 
-def _unfused_check(name: str) -> dict[str, Any]:
-    """XLA's own one-device compile of the module with its fusion passes off, judged
-    exactly as a placement is (:func:`hlo_go.xla.check_placed_outputs` against the fused
-    one-device outputs, with the float64 arbiter).
-
-    Splitting a program into segments moves kernel boundaries the way turning fusion off
-    does; where this compile fails the same check on the same outputs as a rejected
-    placement, the rejection measures how XLA's numerics depend on fusion, not an error
-    of the runtime.
-    """
-    import jax
-    import numpy as np
-
-    from hlo_go.xla import check_placed_outputs, compile_hlo_text
-    from hlo_go.xla.segments import portable_module
-
-    g = _Graph(name)
-    device = jax.devices()[0]
-    want = g.reference_outputs(jax.devices())
-    exe = compile_hlo_text(
-        portable_module(g.module).to_text(),
-        device=device,
-        compiler_options={"xla_disable_hlo_passes": "fusion"},
-    )
-    got = [np.asarray(a) for a in exe.execute(jax.device_put(list(g.args), device))]
-    ok, message = check_placed_outputs(g.module, g.args, got, want, exact=g.exact)
-    return {"correct": ok, "tolerance_excess": _tolerance_excess(got, want), "message": message}
-
-
-def _unfused_checks(rows: list[dict[str, Any]], partial: _Partial) -> dict[str, dict[str, Any]]:
-    """:func:`_unfused_check` of every graph with a placement the check rejected."""
-    graphs = sorted({r["graph"] for r in rows if "skipped" not in r and not r.get("correct")})
-    for name in graphs:
-        if name not in partial.unfused:
-            partial.add_unfused(name, _unfused_check(name))
-            _log(f"{name}: XLA's unfused compile: {partial.unfused[name]}")
-    return {name: partial.unfused[name] for name in graphs}
+_FUSION_OFF = "XLA's compile with fusion off"  # in the arbiter's message when it set the bar
 
 
 def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -526,6 +482,9 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         ),
         "configurations_correct_by_float64_arbiter": sum(
             1 for r in ran if r.get("correct") and not r.get("within_tolerance")
+        ),
+        "configurations_correct_by_fusion_off_error": sum(
+            1 for r in ran if r.get("correct") and _FUSION_OFF in (r.get("message") or "")
         ),
         "configurations_incorrect": [
             f"{r['graph']} {r['placement']}/{r['devices']}" for r in ran if not r.get("correct")
@@ -564,10 +523,8 @@ def measure(quick: bool) -> dict[str, Any]:
     for name in names:
         rows.extend(_measure_graph(name, quick, calibration, deadline, partial))
     graphs_cut = sorted({r["graph"] for r in rows if r.get("skipped") == "time budget"})
-    unfused = _unfused_checks(rows, partial)
     return {
         **_summary(rows),
-        "unfused_xla_check_of_graphs_with_incorrect_configurations": unfused,
         "graphs": names,
         "graphs_with_configurations_left_by_time_budget": graphs_cut,
         "graphs_excluded": excluded,

@@ -27,6 +27,7 @@ from hlo_go.xla import (
     run_placed,
 )
 from hlo_go.xla._jaxlib import canonical_program_text
+from hlo_go.xla.arbiter import as_accurate_as_reference
 from hlo_go.xla.mpmd import COMPUTE, check_partition
 from hlo_go.xla.segments import expand_bitcasts, portable_module
 
@@ -445,3 +446,40 @@ def test_float64_arbiter_still_rejects_a_wrong_placed_result():
     )
     assert not result.correct and result.time_s is None
     assert "against float64" in result.message, result.message
+
+
+def test_fusion_off_compile_can_set_the_arbiters_bar():
+    exact = np.linspace(1.0, 2.0, 16)
+    want = (exact + 1e-7).astype(np.float32)  # the one-device compile: accurate
+    got = (exact + 1e-3).astype(np.float32)  # outside float32's tolerance of want
+
+    def never() -> list[np.ndarray]:
+        raise AssertionError("evaluated although the first bar was enough")
+
+    fusion_off = "XLA's compile with fusion off"
+    # As inaccurate as XLA's fusion-off compile of the module: accepted, and said so.
+    ok, message = as_accurate_as_reference(
+        [got], [want], [exact], others=[(fusion_off, lambda: [exact + 5e-4])]
+    )
+    assert ok and fusion_off in message, message
+    # Four times less accurate than every one of XLA's compiles: rejected.
+    ok, message = as_accurate_as_reference(
+        [got], [want], [exact], others=[(fusion_off, [exact + 1e-4])]
+    )
+    assert not ok and fusion_off in message, message
+    # The fusion-off outputs are only computed when the one-device bar fails.
+    ok, _ = as_accurate_as_reference([want + 2e-7], [want], [exact], others=[("x", never)])
+    assert ok
+    # check_placed_outputs passes its fusion-off outputs on (here given, not compiled).
+    x = _cancelling_rows()
+    row_sum = lambda a: jnp.sum(a, axis=1)  # noqa: E731
+    whole, _ = placed_module(row_sum, args=(x,))
+    want = np.asarray(jax.jit(row_sum)(x))
+    exact = x.astype(np.float64).sum(axis=1)
+    off = np.abs(want - exact).max() * 10 + 1e-3
+    bad = (exact + off).astype(np.float32)
+    assert not check_placed_outputs(whole, [x], [bad], [want], exact=[exact])[0]
+    ok, message = check_placed_outputs(
+        whole, [x], [bad], [want], exact=[exact], unfused=[exact + off / 2]
+    )
+    assert ok and fusion_off in message, message

@@ -61,6 +61,7 @@ from hlo_go.xla.placed import (
     measure_placed,
     placed_module,
     run_placed,
+    unfused_reference,
 )
 from hlo_go.xla.profile import InstructionProfile, profile_lowered
 from hlo_go.xla.schedule import (
@@ -165,6 +166,7 @@ __all__ = [
     "strip_shardings",
     "time_interleaved",
     "time_spmd",
+    "unfused_reference",
     "unwrap_fusions",
     "wrap_alone",
     "wrap_named",

@@ -45,14 +45,17 @@ import numpy as np
 from hlo_go.decisions import Decisions
 from hlo_go.graph import OpGraph, build_graph
 from hlo_go.hlo import HloModule, parse_hlo
-from hlo_go.xla._jaxlib import canonical_program_text, compile_hlo_text
-from hlo_go.xla.arbiter import as_accurate_as_reference, float64_once
+from hlo_go.xla._jaxlib import canonical_program_text, compile_hlo_text, run_executable
+from hlo_go.xla.arbiter import as_accurate_as_reference, computed_once, float64_once
 from hlo_go.xla.hooks import capture_prefusion_lowered
 from hlo_go.xla.inputs import random_inputs
 from hlo_go.xla.measure import Measurement, outputs_match
 from hlo_go.xla.mpmd import COMPUTE, PARAMETER, Leaf, Partition, PlacementError, partition
 from hlo_go.xla.segments import donated_aliases, portable_module, segment_module
 from hlo_go.xla.timing import time_interleaved
+
+UNFUSED_OPTIONS = {"xla_disable_hlo_passes": "fusion"}
+"""XLA debug options of the fusion-off compile :func:`unfused_reference` makes."""
 
 
 class RunStats(NamedTuple):
@@ -446,6 +449,21 @@ def float64_reference(module: HloModule, args: Sequence[Any]) -> Callable[[], li
     return float64_once(lambda: (portable_module(module).to_text(), args))
 
 
+def unfused_reference(module: HloModule, args: Sequence[Any]) -> Callable[[], list[np.ndarray]]:
+    """A function returning ``module``'s outputs from XLA's one-device compile with its
+    fusion passes off (:data:`UNFUSED_OPTIONS`), computed on the first call only.
+
+    A placement puts kernel boundaries where XLA's fusion would not, as this compile
+    does everywhere; its float32 error is one the arbiter accepts."""
+
+    def compute() -> list[np.ndarray]:
+        text = portable_module(module).to_text()
+        executable = compile_hlo_text(text, compiler_options=UNFUSED_OPTIONS)
+        return run_executable(executable, list(args), x64=True)
+
+    return computed_once(compute)
+
+
 def check_placed_outputs(
     module: HloModule,
     args: Sequence[Any],
@@ -453,6 +471,7 @@ def check_placed_outputs(
     want: Sequence[Any],
     *,
     exact: Callable[[], Sequence[Any]] | Sequence[Any] | None = None,
+    unfused: Callable[[], Sequence[Any]] | Sequence[Any] | None = None,
 ) -> tuple[bool, str]:
     """Compares a placed run's outputs with XLA's one-device compile of the same module.
 
@@ -460,8 +479,9 @@ def check_placed_outputs(
     float32 output outside them is judged by the float64 arbiter
     (:func:`hlo_go.xla.arbiter.as_accurate_as_reference`): it passes when its error
     against the module evaluated in float64 is at most ``WIDENING_FACTOR`` times the
-    one-device compile's own error; a wrong result is far from the float64 value and
-    fails.
+    float32 error of one of XLA's own compiles of the module, the default one or the
+    one with fusion off (:func:`unfused_reference`: segments move kernel boundaries as
+    that compile does); a wrong result is far from the float64 value and fails.
 
     Args:
       module: the placed module (what ``want`` is XLA's default compile of).
@@ -471,6 +491,8 @@ def check_placed_outputs(
       exact: the float64 outputs, or a function computing them (e.g.
         :func:`float64_reference`, to evaluate once for several placements); default:
         evaluated here if needed.
+      unfused: XLA's fusion-off outputs, or a function computing them (e.g.
+        :func:`unfused_reference`); default: evaluated here if needed.
 
     Returns:
       ``(correct, message)``: "" when within tolerance, else why it failed or how the
@@ -482,7 +504,9 @@ def check_placed_outputs(
     if ok or len(got) != len(want):
         return ok, message
     exact = float64_reference(module, args) if exact is None else exact
-    return as_accurate_as_reference(got, want, exact, message=message)
+    unfused = unfused_reference(module, args) if unfused is None else unfused
+    others = [("XLA's compile with fusion off", unfused)]
+    return as_accurate_as_reference(got, want, exact, others=others, message=message)
 
 
 class _Program(NamedTuple):
