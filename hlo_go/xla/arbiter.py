@@ -206,7 +206,7 @@ def as_accurate_as_reference(
         if bar > single:
             barred_by.add(name)
         worst = max(worst, placed / bar if bar else 1.0)
-    judged_by = ", ".join(["one device's float32 compile", *sorted(barred_by)])
+    judged_by = " or ".join(["one device's float32 compile", *sorted(barred_by)])
     return True, (
         f"matches as accurately as {judged_by}, judged against a float64 evaluation "
         f"({len(failing)} output(s) arbitrated, error ratio at most {worst:.2g}); "
