@@ -196,7 +196,9 @@ def as_accurate_as_reference(
             except Exception as error:
                 return False, f"{message}; {other_name} could not run: {error}"[:_MESSAGE_LIMIT]
             if len(theirs) == len(got) and theirs[k].shape == x.shape:
-                bar, name = max(bar, _max_error(theirs[k], x)), other_name
+                error = _max_error(theirs[k], x)
+                if error > bar:
+                    bar, name = error, other_name
         if not placed <= max(WIDENING_FACTOR * bar, r * scale):
             return (
                 False,
