@@ -16,9 +16,10 @@ in the order of :func:`_graph_names`:
   :mod:`hlo_go.xla.arbiter`; each reference evaluated once per graph, when first
   needed). ``within_tolerance`` says which rows passed without the arbiter,
   ``tolerance_excess`` how far the rest are (max error / (atol + rtol |want|), 1 = the
-  tolerance); the summary counts the rows the fusion-off compile's error admitted. Step time is the median of two runs after the checked one (not
-  interleaved: these rows are about correctness and prediction, and the 8 virtual
-  devices share this host's 1-2 cores, so no parallel speedup is expected).
+  tolerance); the summary counts the rows the fusion-off compile's error admitted.
+  Step time is the median of two runs after the checked one (not interleaved: these
+  rows are about correctness and prediction, and the 8 virtual devices share this
+  host's 1-2 cores, so no parallel speedup is expected).
 * predicted step time: :func:`hlo_go.xla.runtime_calibration.predict_placed` — the
   simulator on ``host-cpu-N-mpmd`` (``host-cpu-N`` with links calibrated for this
   runtime's ``jax.device_put``) with XLA:CPU-like fusion inside segments, plus the
@@ -454,11 +455,10 @@ def _measure_graph(
     return rows
 
 
-_FUSION_OFF = "XLA's compile with fusion off"  # in the arbiter's message when it set the bar
-
-
 def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Headline numbers over the rows."""
+    from hlo_go.xla.placed import FUSION_OFF_REFERENCE
+
     ran = [r for r in rows if "skipped" not in r and r["placement"] != "single"]
     overheads = {
         r["graph"]: r["ratio"] for r in rows if r["placement"] == "single" and r.get("ratio")
@@ -484,7 +484,7 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
             1 for r in ran if r.get("correct") and not r.get("within_tolerance")
         ),
         "configurations_correct_by_fusion_off_error": sum(
-            1 for r in ran if r.get("correct") and _FUSION_OFF in (r.get("message") or "")
+            1 for r in ran if r.get("correct") and FUSION_OFF_REFERENCE in (r.get("message") or "")
         ),
         "configurations_incorrect": [
             f"{r['graph']} {r['placement']}/{r['devices']}" for r in ran if not r.get("correct")

@@ -29,6 +29,7 @@ from hlo_go.xla import (
 from hlo_go.xla._jaxlib import canonical_program_text
 from hlo_go.xla.arbiter import as_accurate_as_reference
 from hlo_go.xla.mpmd import COMPUTE, check_partition
+from hlo_go.xla.placed import FUSION_OFF_REFERENCE
 from hlo_go.xla.segments import expand_bitcasts, portable_module
 
 DEVICES = jax.devices()
@@ -456,7 +457,7 @@ def test_fusion_off_compile_can_set_the_arbiters_bar():
     def never() -> list[np.ndarray]:
         raise AssertionError("evaluated although the first bar was enough")
 
-    fusion_off = "XLA's compile with fusion off"
+    fusion_off = FUSION_OFF_REFERENCE
     # As inaccurate as XLA's fusion-off compile of the module: accepted, and said so.
     ok, message = as_accurate_as_reference(
         [got], [want], [exact], others=[(fusion_off, lambda: [exact + 5e-4])]

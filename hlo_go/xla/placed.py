@@ -47,15 +47,15 @@ from hlo_go.graph import OpGraph, build_graph
 from hlo_go.hlo import HloModule, parse_hlo
 from hlo_go.xla._jaxlib import canonical_program_text, compile_hlo_text, run_executable
 from hlo_go.xla.arbiter import as_accurate_as_reference, computed_once, float64_once
-from hlo_go.xla.hooks import capture_prefusion_lowered
+from hlo_go.xla.hooks import WRAPPED_COMPILER_OPTIONS, capture_prefusion_lowered
 from hlo_go.xla.inputs import random_inputs
 from hlo_go.xla.measure import Measurement, outputs_match
 from hlo_go.xla.mpmd import COMPUTE, PARAMETER, Leaf, Partition, PlacementError, partition
 from hlo_go.xla.segments import donated_aliases, portable_module, segment_module
 from hlo_go.xla.timing import time_interleaved
 
-UNFUSED_OPTIONS = {"xla_disable_hlo_passes": "fusion"}
-"""XLA debug options of the fusion-off compile :func:`unfused_reference` makes."""
+FUSION_OFF_REFERENCE = "XLA's compile with fusion off"
+"""How the arbiter's message names :func:`unfused_reference` when its error set the bar."""
 
 
 class RunStats(NamedTuple):
@@ -451,14 +451,15 @@ def float64_reference(module: HloModule, args: Sequence[Any]) -> Callable[[], li
 
 def unfused_reference(module: HloModule, args: Sequence[Any]) -> Callable[[], list[np.ndarray]]:
     """A function returning ``module``'s outputs from XLA's one-device compile with its
-    fusion passes off (:data:`UNFUSED_OPTIONS`), computed on the first call only.
+    fusion passes off (:data:`hlo_go.xla.WRAPPED_COMPILER_OPTIONS`), computed on the first
+    call only.
 
     A placement puts kernel boundaries where XLA's fusion would not, as this compile
     does everywhere; its float32 error is one the arbiter accepts."""
 
     def compute() -> list[np.ndarray]:
         text = portable_module(module).to_text()
-        executable = compile_hlo_text(text, compiler_options=UNFUSED_OPTIONS)
+        executable = compile_hlo_text(text, compiler_options=WRAPPED_COMPILER_OPTIONS)
         return run_executable(executable, list(args), x64=True)
 
     return computed_once(compute)
@@ -505,7 +506,7 @@ def check_placed_outputs(
         return ok, message
     exact = float64_reference(module, args) if exact is None else exact
     unfused = unfused_reference(module, args) if unfused is None else unfused
-    others = [("XLA's compile with fusion off", unfused)]
+    others = [(FUSION_OFF_REFERENCE, unfused)]
     return as_accurate_as_reference(got, want, exact, others=others, message=message)
 
 
