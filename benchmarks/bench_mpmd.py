@@ -26,6 +26,13 @@ in the order of :func:`_graph_names`:
   measured dispatch cost per segment. The runtime overheads are measured first
   (:func:`calibrate_runtime`) and reported.
 
+Inputs are :func:`hlo_go.xla.training_inputs`: positive and fan-in scaled, as a training
+step's state is. Under unit-scale normal draws the deep graphs (gpt2_l8,
+transformer_xl_l8, inception_v3_base) compute NaN in up to a third of their outputs and
+float32 values that XLA's own default and fusion-off compiles get wrong by 100% and more
+against float64, so a comparison of two float32 runs decides nothing; 17 placed rows
+failed that way at results version 2.
+
 Nearly all the time goes to XLA compiling the segment executables: a segment costs tens
 of ms plus a few ms per node, more per node than the whole module's compile (each
 segment materializes its outputs, so XLA fuses less). Round-robin makes one segment per
@@ -36,7 +43,9 @@ most of them are: ``executables`` in each row counts the compiles. Within a grap
 placements run cheapest first (expert, METIS, round-robin; 2, 4, 8 devices); a
 configuration with more than ``MAX_SEGMENTS`` segments is recorded as skipped. The time
 budget (``HLO_GO_MPMD_BUDGET_S``, default ``BUDGET_S``) is checked before each
-configuration; what is left is listed as skipped ("time budget").
+configuration; what is left is listed as skipped ("time budget"). ``HLO_GO_MPMD_GRAPHS``
+(comma-separated names) runs only those graphs, in that order (with resume, a way to
+run chosen graphs first; the results then cover only them).
 
 Every corpus graph that fits this host's memory is placed: one whose one-device step, as
 the simulator lays it out on ``host-cpu-1``, needs more than ``MEMORY_FRACTION`` of the
@@ -81,7 +90,7 @@ TIMED_RUNS = 2
 # (compile time grows with it; inception_v3_small, 11k nodes, comes last).
 FIRST = ("rnnlm_l2_scan", "gnmt_l2_scan", "resnet_26")
 # Bump when a change makes earlier partial results incomparable.
-RESULTS_VERSION = 2
+RESULTS_VERSION = 3  # 3: training_inputs (positive, fan-in scaled)
 
 _console = Console(stderr=True)
 
@@ -128,12 +137,20 @@ def _too_large(quick: bool) -> dict[str, str]:
     }
 
 
-def _graph_names(quick: bool, excluded: dict[str, str]) -> list[str]:
+def _graph_names(quick: bool, excluded: dict[str, str], only: str = "") -> list[str]:
+    """The graphs to place, in run order; ``only`` (comma-separated names) picks some,
+    in its order."""
     from hlo_go import corpus
 
     if quick:
         return ["gnmt_l2_scan"]
     names = [n for n in corpus.names() if n not in excluded]
+    if only:
+        picked = [n.strip() for n in only.split(",") if n.strip()]
+        unknown = [n for n in picked if n not in names]
+        if unknown:
+            raise ValueError(f"HLO_GO_MPMD_GRAPHS: not corpus graphs that fit here: {unknown}")
+        return picked
     rest = sorted(
         (n for n in names if n not in FIRST),
         key=lambda n: corpus.info(n)["stages"]["prefusion"]["nodes"],
@@ -268,14 +285,14 @@ class _Graph:
 
         from hlo_go import corpus
         from hlo_go.graph import build_graph
-        from hlo_go.xla import float64_reference, random_inputs, unfused_reference
+        from hlo_go.xla import float64_reference, training_inputs, unfused_reference
 
         self.name = name
         self.module = corpus.load(name, "prefusion")
         self.graph = build_graph(self.module)
         self.nodes = self.graph.num_nodes
         self.zeros = np.zeros(self.nodes, np.float32)
-        self.args = random_inputs(self.module)
+        self.args = training_inputs(self.module)
         self.want: list[Any] | None = None
         self.exact = float64_reference(self.module, self.args)
         self.unfused = unfused_reference(self.module, self.args)
@@ -519,7 +536,7 @@ def measure(quick: bool) -> dict[str, Any]:
     _log(f"calibration: {calibration.as_dict()}")
     rows: list[dict[str, Any]] = []
     excluded = _too_large(quick)
-    names = _graph_names(quick, excluded)
+    names = _graph_names(quick, excluded, os.environ.get("HLO_GO_MPMD_GRAPHS", ""))
     for name in names:
         rows.extend(_measure_graph(name, quick, calibration, deadline, partial))
     graphs_cut = sorted({r["graph"] for r in rows if r.get("skipped") == "time budget"})

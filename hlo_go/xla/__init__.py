@@ -29,7 +29,13 @@ from hlo_go.xla.hooks import (
     compile_replacing,
     hlo_hook,
 )
-from hlo_go.xla.inputs import random_arguments, random_array, random_inputs
+from hlo_go.xla.inputs import (
+    fan_in_scale,
+    random_arguments,
+    random_array,
+    random_inputs,
+    training_inputs,
+)
 from hlo_go.xla.lowering import (
     HOST_CLUSTER,
     SEARCHED,
@@ -138,6 +144,7 @@ __all__ = [
     "compile_with",
     "count_collectives",
     "discover_pipeline",
+    "fan_in_scale",
     "float64_outputs",
     "float64_reference",
     "hlo_hook",
@@ -166,6 +173,7 @@ __all__ = [
     "strip_shardings",
     "time_interleaved",
     "time_spmd",
+    "training_inputs",
     "unfused_reference",
     "unwrap_fusions",
     "wrap_alone",

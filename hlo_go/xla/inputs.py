@@ -28,10 +28,13 @@ def _draw(
     int_high: int,
     scale: float,
     positive: bool = False,
+    fan_in: bool = False,
 ) -> np.ndarray:
     """Random values of one array: booleans fair, integers in [0, int_high) ([1, int_high)
     if ``positive``), complex and real floats N(0, scale²) (their absolute values if
-    ``positive``)."""
+    ``positive``; with ``fan_in``, see :func:`fan_in_scale`)."""
+    if fan_in:
+        scale = scale * fan_in_scale(dims)
     if dtype == np.bool_:
         return rng.random(dims) < 0.5
     if np.issubdtype(dtype, np.integer):
@@ -40,6 +43,21 @@ def _draw(
         return (scale * (rng.standard_normal(dims) + 1j * rng.standard_normal(dims))).astype(dtype)
     values = scale * rng.standard_normal(dims)
     return (np.abs(values) if positive else values).astype(dtype)
+
+
+def fan_in_scale(dims: tuple[int, ...]) -> float:
+    """``1 / sqrt(fan_in)`` for an array of rank >= 2, with ``fan_in`` the product of all
+    dimensions but the last (a dense ``[in, out]`` or convolution ``HWIO`` kernel's
+    inputs, as LeCun-normal initializers draw weights); 1 for scalars and vectors.
+
+    Weights drawn at unit scale make a deep network's activations grow with depth:
+    attention logits of 1e4 and more, softmaxes that saturate, float32 results that
+    differ from float64 by their own size, so that no comparison of two float32
+    compiles means anything. Fan-in scaled draws keep them O(1).
+    """
+    if len(dims) < 2:
+        return 1.0
+    return float(1.0 / np.sqrt(max(int(np.prod(dims[:-1])), 1)))
 
 
 def random_array(
@@ -59,12 +77,20 @@ def random_array(
 
 
 def random_inputs(
-    module: HloModule, *, seed: int = 0, scale: float = 1.0, positive: bool = False
+    module: HloModule,
+    *,
+    seed: int = 0,
+    scale: float = 1.0,
+    positive: bool = False,
+    fan_in: bool = False,
 ) -> list[np.ndarray]:
     """One random array per entry parameter, in parameter order (see :func:`random_array`).
 
     ``positive`` draws integers from [1, 4) and floats as |N(0, scale²)|: safe for a
     training step's state (step counts divided by, variances under a square root).
+    ``fan_in`` divides the scale of floats of rank >= 2 by the square root of their
+    fan-in (:func:`fan_in_scale`), as initializers draw weights; with ``positive``, see
+    :func:`training_inputs`.
 
     Raises:
       ValueError: a parameter of a tuple, token or unsupported element type (named).
@@ -77,10 +103,25 @@ def random_inputs(
                 raise ValueError(f"unsupported element type {p.shape.dtype!r} ({p.shape})")
             dims = tuple(max(d, 0) for d in p.shape.dims)
             dtype = NUMPY_DTYPES[p.shape.dtype]
-            out.append(_draw(dims, dtype, rng, int_high=4, scale=scale, positive=positive))
+            out.append(
+                _draw(dims, dtype, rng, int_high=4, scale=scale, positive=positive, fan_in=fan_in)
+            )
         except ValueError as e:
             raise ValueError(f"entry parameter {p.name!r} of {module.name!r}: {e}") from None
     return out
+
+
+def training_inputs(module: HloModule, *, seed: int = 0) -> list[np.ndarray]:
+    """Random inputs under which a training step computes well-conditioned values:
+    :func:`random_inputs` with ``positive`` (no square root of a negative variance, no
+    division by a zero step count) and ``fan_in`` (activations that stay O(1) with depth).
+
+    Used wherever two float32 compiles of one module are compared (the MPMD runtime's
+    checks): under unit-scale draws the corpus' deep training steps give NaN in a third
+    of their outputs and float32 errors as large as the outputs themselves, even from
+    XLA's own compile (``benchmarks/README.md``, mpmd).
+    """
+    return random_inputs(module, seed=seed, positive=True, fan_in=True)
 
 
 def random_arguments(
