@@ -585,7 +585,7 @@ def run_placed(
       decisions: the placement, schedule and fusion decisions.
       devices: the jax devices (``decisions.placement`` indexes them).
       args: the arguments (positional, for a function; one array per entry parameter
-        for a module, default random ones).
+        for a module, default :func:`~hlo_go.xla.training_inputs`).
 
     Returns:
       The outputs, computed: the function's output pytree, or a list of arrays (the
