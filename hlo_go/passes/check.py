@@ -6,7 +6,7 @@ import dataclasses
 from typing import Any
 
 from hlo_go.hlo import HloModule, parse_hlo
-from hlo_go.xla import compile_hlo_text, outputs_match, random_inputs, run_executable
+from hlo_go.xla import compile_hlo_text, outputs_match, run_executable, training_inputs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,9 +38,9 @@ def _text(module: HloModule | str) -> str:
 
 def reference_outputs(original: HloModule | str, *, seed: int = 0) -> Reference:
     """Compiles ``original`` with XLA's full CPU pipeline and runs it on random inputs
-    (:func:`hlo_go.xla.random_inputs` with ``seed``)."""
+    (:func:`hlo_go.xla.training_inputs` with ``seed``)."""
     text = _text(original)
-    inputs = random_inputs(parse_hlo(text), seed=seed)
+    inputs = training_inputs(parse_hlo(text), seed=seed)
     return Reference(inputs, run_executable(compile_hlo_text(text), inputs))
 
 

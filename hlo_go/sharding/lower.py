@@ -153,11 +153,11 @@ def measure_sharding(
     """
     import jax
 
-    from hlo_go.xla import compile_hlo_text, random_inputs, run_executable, time_interleaved
+    from hlo_go.xla import compile_hlo_text, run_executable, time_interleaved, training_inputs
     from hlo_go.xla.spmd import check_spmd
 
     text = annotate(sg, choice).to_text()
-    args = random_inputs(sg.module)
+    args = training_inputs(sg.module)
     # The unsharded module, compiled once: the reference outputs and the timing baseline.
     plain = compile_hlo_text(sg.module.to_text())
     check = check_spmd(text, sg.mesh.size, args, reference=run_executable(plain, args))

@@ -116,8 +116,8 @@ def training_inputs(module: HloModule, *, seed: int = 0) -> list[np.ndarray]:
     :func:`random_inputs` with ``positive`` (no square root of a negative variance, no
     division by a zero step count) and ``fan_in`` (activations that stay O(1) with depth).
 
-    Used wherever two float32 compiles of one module are compared (the MPMD runtime's
-    checks): under unit-scale draws the corpus' deep training steps give NaN in a third
+    The default wherever two float32 compiles of one module are compared (the MPMD
+    runtime's and the SPMD partitioner's checks, pass-ordering output checks): under unit-scale draws the corpus' deep training steps give NaN in a third
     of their outputs and float32 errors as large as the outputs themselves, even from
     XLA's own compile (``benchmarks/README.md``, mpmd).
     """

@@ -55,7 +55,7 @@ from hlo_go.xla.arbiter import (  # WIDENING_FACTOR: re-exported, as before
     as_accurate_as_reference,
     float64_outputs,
 )
-from hlo_go.xla.inputs import NUMPY_DTYPES, random_inputs
+from hlo_go.xla.inputs import NUMPY_DTYPES, training_inputs
 from hlo_go.xla.measure import TOLERANCES, outputs_match
 from hlo_go.xla.timing import Clock, Timing, time_interleaved
 
@@ -574,7 +574,7 @@ def check_spmd(
     Args:
       text: HLO text with ``sharding=`` annotations (or a parsed module).
       num_devices: partitions (see :func:`compile_spmd`).
-      args: one global array per entry parameter (None: random, seed 0).
+      args: one global array per entry parameter (None: :func:`~hlo_go.xla.training_inputs`, seed 0).
       reference: the expected outputs; None runs the same module with every sharding
         stripped (:func:`strip_shardings`), compiled for one device. Float32 outputs
         that fail both the elementwise and the normwise test against that one-device
@@ -591,7 +591,7 @@ def check_spmd(
     """
     text = _as_text(text)
     if args is None:
-        args = random_inputs(parse_hlo(text))
+        args = training_inputs(parse_hlo(text))
     exe = compile_spmd(text, num_devices, compiler_options=compiler_options, devices=devices)
     got = run_spmd(exe, args)
     reference_is_module = reference is None
