@@ -117,9 +117,10 @@ def training_inputs(module: HloModule, *, seed: int = 0) -> list[np.ndarray]:
     division by a zero step count) and ``fan_in`` (activations that stay O(1) with depth).
 
     The default wherever two float32 compiles of one module are compared (the MPMD
-    runtime's and the SPMD partitioner's checks, pass-ordering output checks): under unit-scale draws the corpus' deep training steps give NaN in a third
-    of their outputs and float32 errors as large as the outputs themselves, even from
-    XLA's own compile (``benchmarks/README.md``, mpmd).
+    runtime's and the SPMD partitioner's checks, pass-ordering output checks): under
+    unit-scale draws the corpus' deep training steps give NaN in a third of their
+    outputs and float32 errors as large as the outputs themselves, even from XLA's own
+    compile (``benchmarks/README.md``, mpmd).
     """
     return random_inputs(module, seed=seed, positive=True, fan_in=True)
 

@@ -574,7 +574,8 @@ def check_spmd(
     Args:
       text: HLO text with ``sharding=`` annotations (or a parsed module).
       num_devices: partitions (see :func:`compile_spmd`).
-      args: one global array per entry parameter (None: :func:`~hlo_go.xla.training_inputs`, seed 0).
+      args: one global array per entry parameter (None:
+        :func:`~hlo_go.xla.training_inputs`, seed 0).
       reference: the expected outputs; None runs the same module with every sharding
         stripped (:func:`strip_shardings`), compiled for one device. Float32 outputs
         that fail both the elementwise and the normwise test against that one-device
