@@ -55,7 +55,10 @@ transferred copies, and the float64 check doubles every value).
 Resumable: each finished configuration (and the calibration) is appended to
 ``benchmarks/.cache/mpmd[.quick].partial.jsonl``; a rerun with ``HLO_GO_BENCH_RESUME=1``
 reuses those rows (and that calibration) and runs only the rest, so the full run can be
-done in pieces. Without it the file is started afresh.
+done in pieces. Without it the file is started afresh. Each row records a digest of its
+graph's inputs (``inputs_sha256``); a row whose digest differs from today's draw (the
+draw changed, e.g. integer indices bounded by their tables since results version 3) is
+measured again.
 
 The measurements run in a child process so that JAX starts with 8 CPU devices
 (``jax_num_cpu_devices``) whatever the harness process has already initialized.
@@ -440,6 +443,20 @@ def _short(row: dict[str, Any]) -> str:
     )
 
 
+def _inputs_digest(name: str) -> str:
+    """A digest of the inputs a graph is run on (:func:`hlo_go.xla.training_inputs`)."""
+    import hashlib
+
+    from hlo_go import corpus
+    from hlo_go.xla import training_inputs
+
+    digest = hashlib.sha256()
+    for array in training_inputs(corpus.load(name, "prefusion")):
+        digest.update(f"{array.dtype}{array.shape}".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()[:16]
+
+
 def _measure_graph(
     name: str, quick: bool, calibration: Any, deadline: float, partial: _Partial
 ) -> list[dict[str, Any]]:
@@ -450,9 +467,10 @@ def _measure_graph(
     g: _Graph | None = None
     rows: list[dict[str, Any]] = []
     todo = [(1, "single"), *_configurations(quick)]
+    digest = _inputs_digest(name)
     for d, kind in todo:
         done = partial.get(name, d, kind)
-        if done is not None:
+        if done is not None and done.get("inputs_sha256") == digest:
             rows.append(done)
             continue
         if time.perf_counter() > deadline:
@@ -466,6 +484,7 @@ def _measure_graph(
             reference = partial.get(name, 1, "single") or {}
             row = _placed_row(g, kind, d, calibration, devices, reference.get("reference_s"))
         row["wall_s"] = time.perf_counter() - started
+        row["inputs_sha256"] = digest
         partial.add(row)
         rows.append(row)
         _log(f"{name}: {d} device(s) {kind}: {_short(row)}")

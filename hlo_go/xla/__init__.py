@@ -29,6 +29,7 @@ from hlo_go.xla.hooks import (
     compile_replacing,
     hlo_hook,
 )
+from hlo_go.xla.index_bounds import index_bounds
 from hlo_go.xla.inputs import (
     fan_in_scale,
     random_arguments,
@@ -149,6 +150,7 @@ __all__ = [
     "float64_reference",
     "hlo_hook",
     "in_pinned_process",
+    "index_bounds",
     "list_schedule",
     "lower",
     "measure",

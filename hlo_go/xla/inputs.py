@@ -8,6 +8,7 @@ import ml_dtypes
 import numpy as np
 
 from hlo_go.hlo import HloModule, Shape
+from hlo_go.xla.index_bounds import index_bounds
 
 # HLO element type -> numpy dtype.
 NUMPY_DTYPES: dict[str, np.dtype] = {
@@ -86,6 +87,12 @@ def random_inputs(
 ) -> list[np.ndarray]:
     """One random array per entry parameter, in parameter order (see :func:`random_array`).
 
+    An integer parameter that the module uses as an index into a table of fewer than 4
+    rows (:func:`~hlo_go.xla.index_bounds.index_bounds`) is drawn from ``[0, rows)``
+    instead, by a generator of its own (seeded by ``seed`` and its parameter number), so
+    that the other parameters' draws do not change: JAX's gathers fill NaN for an index
+    out of range.
+
     ``positive`` draws integers from [1, 4) and floats as |N(0, scale²)|: safe for a
     training step's state (step counts divided by, variances under a square root).
     ``fan_in`` divides the scale of floats of rank >= 2 by the square root of their
@@ -96,6 +103,7 @@ def random_inputs(
       ValueError: a parameter of a tuple, token or unsupported element type (named).
     """
     rng = np.random.default_rng(seed)
+    bounds = index_bounds(module)
     out = []
     for p in module.entry.parameters:
         try:
@@ -103,9 +111,14 @@ def random_inputs(
                 raise ValueError(f"unsupported element type {p.shape.dtype!r} ({p.shape})")
             dims = tuple(max(d, 0) for d in p.shape.dims)
             dtype = NUMPY_DTYPES[p.shape.dtype]
-            out.append(
-                _draw(dims, dtype, rng, int_high=4, scale=scale, positive=positive, fan_in=fan_in)
+            value = _draw(
+                dims, dtype, rng, int_high=4, scale=scale, positive=positive, fan_in=fan_in
             )
+            bound = bounds.get(p.parameter_number) if p.parameter_number is not None else None
+            if bound is not None and bound < 4:
+                own = np.random.default_rng([seed, p.parameter_number])
+                value = own.integers(0, bound, size=dims).astype(dtype)
+            out.append(value)
         except ValueError as e:
             raise ValueError(f"entry parameter {p.name!r} of {module.name!r}: {e}") from None
     return out
