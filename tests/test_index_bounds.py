@@ -10,7 +10,14 @@ import numpy as np
 import pytest
 
 from hlo_go.hlo import parse_hlo
-from hlo_go.xla import compile_hlo_text, index_bounds, random_inputs, run_executable
+from hlo_go.xla import (
+    compile_hlo_text,
+    index_bounds,
+    program,
+    random_arguments,
+    random_inputs,
+    run_executable,
+)
 
 
 def _take(rows: int) -> Callable[[jax.Array, jax.Array], jax.Array]:
@@ -114,3 +121,23 @@ def test_bounding_an_index_leaves_the_other_draws_unchanged() -> None:
     w_large, ids_large = random_inputs(large, seed=1)
     np.testing.assert_array_equal(w_small, w_large)
     assert ids_small.max() < 2 and ids_large.max() == 3
+
+
+@pytest.mark.parametrize("source", ["function", "lowered"])
+def test_program_draws_abstract_indices_inside_their_tables(source: str) -> None:
+    fn = _take(2)
+    program_source = fn if source == "function" else jax.jit(fn).lower(*_ARGS)
+    prog = program(program_source, _ARGS if source == "function" else None, seed=2)
+    w, ids = (np.asarray(a) for a in prog.args)
+    assert set(np.unique(ids)) <= {0, 1}
+    assert not np.isnan(np.asarray(jax.jit(fn)(w, ids))).any()
+
+
+def test_random_arguments_leaf_bounds_redraw_only_the_bounded_leaf() -> None:
+    abstract = {"w": _ARGS[0], "ids": _ARGS[1], "n": jax.ShapeDtypeStruct((3,), jnp.int32)}
+    plain = random_arguments(abstract, seed=4, positive=True)
+    bounded = random_arguments(abstract, seed=4, positive=True, leaf_bounds={0: 2})
+    # Leaves flatten in key order: ids (0), n (1), w (2).
+    assert set(np.unique(bounded["ids"])) <= {0, 1}
+    np.testing.assert_array_equal(bounded["n"], plain["n"])
+    np.testing.assert_array_equal(bounded["w"], plain["w"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import ml_dtypes
@@ -139,7 +140,13 @@ def training_inputs(module: HloModule, *, seed: int = 0) -> list[np.ndarray]:
 
 
 def random_arguments(
-    abstract: Any, *, seed: int = 0, int_high: int = 4, scale: float = 1.0, positive: bool = False
+    abstract: Any,
+    *,
+    seed: int = 0,
+    int_high: int = 4,
+    scale: float = 1.0,
+    positive: bool = False,
+    leaf_bounds: Mapping[int, int] | None = None,
 ) -> Any:
     """Random arrays for every ``jax.ShapeDtypeStruct`` leaf of a pytree; other leaves
     (concrete arrays, Python scalars) are kept.
@@ -151,6 +158,10 @@ def random_arguments(
       scale: floats are drawn from N(0, scale²).
       positive: integers from [1, int_high), floats |N(0, scale²)| (see
         :func:`random_inputs`).
+      leaf_bounds: exclusive upper bounds of integer leaves used as indices, by leaf
+        position in ``jax.tree.leaves(abstract)`` (see :func:`leaf_index_bounds`); a
+        leaf bounded below ``int_high`` is drawn from ``[0, bound)`` by a generator of
+        its own, as :func:`random_inputs` draws such parameters.
 
     Returns:
       The pytree with random numpy arrays in place of the abstract leaves.
@@ -158,14 +169,33 @@ def random_arguments(
     import jax
 
     rng = np.random.default_rng(seed)
-
-    def draw(leaf: Any) -> Any:
+    leaves, treedef = jax.tree.flatten(abstract)
+    bounds = leaf_bounds or {}
+    drawn = []
+    for position, leaf in enumerate(leaves):
         if not isinstance(leaf, jax.ShapeDtypeStruct):
-            return leaf
+            drawn.append(leaf)
+            continue
         dims, dtype = tuple(leaf.shape), np.dtype(leaf.dtype)
-        return _draw(dims, dtype, rng, int_high=int_high, scale=scale, positive=positive)
+        value = _draw(dims, dtype, rng, int_high=int_high, scale=scale, positive=positive)
+        bound = bounds.get(position)
+        if bound is not None and bound < int_high and np.issubdtype(dtype, np.integer):
+            value = np.random.default_rng([seed, position]).integers(0, bound, size=dims)
+            value = value.astype(dtype)
+        drawn.append(value)
+    return jax.tree.unflatten(treedef, drawn)
 
-    return jax.tree.map(draw, abstract)
+
+def leaf_index_bounds(lowered: Any, leaf_count: int) -> dict[int, int]:
+    """:func:`~hlo_go.xla.index_bounds.index_bounds` of a ``jax.stages.Lowered``'s
+    module, keyed by the position of each bounded argument among the ``leaf_count``
+    flat arguments (JAX drops unused arguments from the module's parameters)."""
+    from hlo_go.hlo import parse_hlo
+    from hlo_go.xla._jaxlib import lowered_kept_arguments
+
+    module = parse_hlo(lowered.as_text(dialect="hlo"), filename="<lowered>")
+    kept = lowered_kept_arguments(lowered, leaf_count)
+    return {kept[k]: bound for k, bound in index_bounds(module).items() if k < len(kept)}
 
 
 def has_abstract_leaves(tree: Any) -> bool:

@@ -53,7 +53,12 @@ from hlo_go.xla.hooks import (
     XLA_FUSED_OPTIONS,
     capture_prefusion_with,
 )
-from hlo_go.xla.inputs import has_abstract_leaves, random_arguments, random_inputs
+from hlo_go.xla.inputs import (
+    has_abstract_leaves,
+    leaf_index_bounds,
+    random_arguments,
+    random_inputs,
+)
 from hlo_go.xla.schedule import compile_hooked
 
 # The cluster baselines and the search decide for: one calibrated core of this host.
@@ -520,8 +525,16 @@ def program(
     if isinstance(source, jax.stages.Lowered):
         lowered = source
         if args is None:
+            # in_avals is the ((positional...), {keyword...}) tree of ShapedArrays.
+            abstract = jax.tree.map(
+                lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), lowered.in_avals
+            )
             args = random_arguments(
-                lowered.in_tree.unflatten(lowered.in_avals), seed=seed, scale=scale, positive=True
+                abstract,
+                seed=seed,
+                scale=scale,
+                positive=True,
+                leaf_bounds=_leaf_bounds(lowered, abstract),
             )
             args = _as_positional(args)
     elif callable(source):
@@ -535,7 +548,13 @@ def program(
     else:
         raise LoweringError(f"cannot lower a {type(source).__name__}")
     if has_abstract_leaves(args):
-        args = random_arguments(tuple(args), seed=seed, scale=scale, positive=True)
+        args = random_arguments(
+            tuple(args),
+            seed=seed,
+            scale=scale,
+            positive=True,
+            leaf_bounds=_leaf_bounds(lowered, tuple(args)),
+        )
     device = jax.devices(platform)[0]
     placed = tuple(jax.device_put(tuple(args), device))
     name = lowered.compiler_ir("hlo").as_hlo_module().name
@@ -554,6 +573,18 @@ def program(
         platform=platform,
         source_text=source_text,
     )
+
+
+def _leaf_bounds(lowered: jax.stages.Lowered, abstract: Any) -> dict[int, int]:
+    """Index bounds of the abstract integer leaves to draw (none to find when there are
+    no such leaves: the module is only parsed when it could matter)."""
+    leaves = jax.tree.leaves(abstract)
+    if not any(
+        isinstance(leaf, jax.ShapeDtypeStruct) and np.issubdtype(np.dtype(leaf.dtype), np.integer)
+        for leaf in leaves
+    ):
+        return {}
+    return leaf_index_bounds(lowered, len(leaves))
 
 
 def _as_positional(tree: Any) -> tuple[Any, ...]:
