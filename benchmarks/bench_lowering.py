@@ -19,7 +19,8 @@ rounds; one more than 8x slower is not run again (its checking run is its one sa
 against the reference's). Times are relative to the reference's median in the same
 interleaving.
 
-Inputs are random (integers in [1, 4), floats |N(0, 0.1²)|). Results per graph are
+Inputs are random (integers in [1, 4), or [0, rows) where they index a table of fewer
+rows, :func:`hlo_go.xla.index_bounds`; floats |N(0, 0.1²)|). Results per graph are
 cached in ``results/lowering.partial.json`` so an interrupted run resumes; graphs not
 started within :data:`TIME_BUDGET_S` (env ``HLO_GO_LOWERING_BUDGET_S``) are skipped and
 listed.

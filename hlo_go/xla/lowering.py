@@ -507,7 +507,8 @@ def program(
       args: the positional arguments. For a function they may hold
         ``jax.ShapeDtypeStruct`` leaves, drawn at random; for a ``Lowered`` or a module,
         None draws every entry parameter at random from its shape and dtype (integers in
-        ``[0, 4)``, safe as indices; floats N(0, ``scale``²); booleans fair).
+        ``[1, 4)``, or ``[0, rows)`` when they index a table of fewer rows; floats
+        the absolute values of N(0, ``scale``²); booleans fair).
       seed: the random inputs' seed.
       scale: standard deviation of random floats.
       platform: XLA platform (``"cpu"``).
