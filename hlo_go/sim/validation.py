@@ -60,20 +60,10 @@ def _log(message: str) -> None:
 
 def concrete_arguments(abstract: Any, *, seed: int = 0) -> Any:
     """Random arrays for a tree of ``jax.ShapeDtypeStruct`` (integers in [0, 4), floats
-    N(0, 0.1), booleans fair)."""
-    import jax
+    N(0, 0.1), booleans fair: :func:`hlo_go.xla.random_arguments`)."""
+    from hlo_go.xla.inputs import random_arguments
 
-    rng = np.random.default_rng(seed)
-
-    def draw(spec: Any) -> np.ndarray:
-        dtype = np.dtype(spec.dtype)
-        if dtype == np.bool_:
-            return rng.random(spec.shape) < 0.5
-        if np.issubdtype(dtype, np.integer):
-            return rng.integers(0, 4, spec.shape).astype(dtype)
-        return (0.1 * rng.standard_normal(spec.shape)).astype(dtype)
-
-    return jax.tree.map(draw, abstract)
+    return random_arguments(abstract, seed=seed, scale=0.1)
 
 
 def measure_workload(name: str, *, repeats: int = 5, clock: str = "cpu") -> Any:
