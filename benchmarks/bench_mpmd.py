@@ -283,19 +283,18 @@ class _Graph:
     """One corpus graph and what its configurations share: the module, the graph, the
     arguments, the one-device reference outputs and (lazily) the float64 ones."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, module: Any, args: list[Any]) -> None:
         import numpy as np
 
-        from hlo_go import corpus
         from hlo_go.graph import build_graph
-        from hlo_go.xla import float64_reference, training_inputs, unfused_reference
+        from hlo_go.xla import float64_reference, unfused_reference
 
         self.name = name
-        self.module = corpus.load(name, "prefusion")
+        self.module = module
         self.graph = build_graph(self.module)
         self.nodes = self.graph.num_nodes
         self.zeros = np.zeros(self.nodes, np.float32)
-        self.args = training_inputs(self.module)
+        self.args = args
         self.want: list[Any] | None = None
         self.exact = float64_reference(self.module, self.args)
         self.unfused = unfused_reference(self.module, self.args)
@@ -443,15 +442,12 @@ def _short(row: dict[str, Any]) -> str:
     )
 
 
-def _inputs_digest(name: str) -> str:
-    """A digest of the inputs a graph is run on (:func:`hlo_go.xla.training_inputs`)."""
+def _inputs_digest(args: list[Any]) -> str:
+    """A digest of the inputs a graph is run on."""
     import hashlib
 
-    from hlo_go import corpus
-    from hlo_go.xla import training_inputs
-
     digest = hashlib.sha256()
-    for array in training_inputs(corpus.load(name, "prefusion")):
+    for array in args:
         digest.update(f"{array.dtype}{array.shape}".encode())
         digest.update(array.tobytes())
     return digest.hexdigest()[:16]
@@ -463,11 +459,16 @@ def _measure_graph(
     """Every configuration of one graph: resumed, measured, or skipped (time budget)."""
     import jax
 
+    from hlo_go import corpus
+    from hlo_go.xla import training_inputs
+
     devices = jax.devices()
     g: _Graph | None = None
     rows: list[dict[str, Any]] = []
     todo = [(1, "single"), *_configurations(quick)]
-    digest = _inputs_digest(name)
+    module = corpus.load(name, "prefusion")
+    args = training_inputs(module)
+    digest = _inputs_digest(args)
     for d, kind in todo:
         done = partial.get(name, d, kind)
         if done is not None and done.get("inputs_sha256") == digest:
@@ -476,7 +477,7 @@ def _measure_graph(
         if time.perf_counter() > deadline:
             rows.append({"graph": name, "devices": d, "placement": kind, "skipped": "time budget"})
             continue
-        g = g or _Graph(name)
+        g = g or _Graph(name, module, args)
         started = time.perf_counter()
         if kind == "single":
             row = _single_row(g, quick, calibration, devices)

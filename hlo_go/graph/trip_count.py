@@ -36,7 +36,7 @@ import weakref
 from typing import NamedTuple
 
 from hlo_go.hlo import HloComputation, HloInstruction, HloModule
-from hlo_go.hlo.attributes import known_trip_count
+from hlo_go.hlo.attributes import int_literal, known_trip_count
 
 # The trip count a loop gets when neither its backend config nor its form tells.
 DEFAULT_TRIP_COUNT = 1
@@ -80,18 +80,6 @@ _Affine = tuple[int | None, int]
 _Value = _Affine | _LoopState | None
 
 
-def _int_literal(instr: HloInstruction) -> int | None:
-    """The value of a scalar integer constant, else None."""
-    shape = instr.shape
-    if shape.dims or not shape.dtype.startswith(("s", "u")) or instr.literal is None:
-        return None
-    text = instr.literal.strip().strip("{}").strip()
-    try:
-        return int(text)
-    except ValueError:
-        return None
-
-
 def _called(module: HloModule, instr: HloInstruction) -> HloComputation | None:
     called = instr.called_computations
     if len(called) != 1 or called[0] not in module.computations:
@@ -126,7 +114,7 @@ def _value(
     if op == "parameter":
         return params.get(instr.parameter_number or 0)
     if op == "constant":
-        literal = _int_literal(instr)
+        literal = int_literal(instr)
         return None if literal is None else (None, literal)
     if not instr.operands and op != "fusion":
         return None

@@ -1,4 +1,4 @@
-"""Decoders for attribute values that HLO keeps as text.
+"""Decoders for attribute values (and constant literals) that HLO keeps as text.
 
 ``HloInstruction.attributes`` holds values verbatim (``"{0,1}"``,
 ``"{size=3x3 stride=2x2 pad=1_1x1_1}"``, ``"b01f_01io->b01f"``); these functions
@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import json
 import re
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from hlo_go.hlo.ir import HloInstruction
 
 
 def int_list(value: str | None) -> tuple[int, ...]:
@@ -26,6 +29,17 @@ def int_list(value: str | None) -> tuple[int, ...]:
         return ()
     body = value.strip().strip("{}").strip()
     return tuple(int(x) for x in body.split(",")) if body else ()
+
+
+def int_literal(instr: HloInstruction) -> int | None:
+    """The value of a scalar integer constant (``s32[] constant(3)``), else None."""
+    shape = instr.shape
+    if shape.dims or not shape.dtype.startswith(("s", "u")) or instr.literal is None:
+        return None
+    try:
+        return int(instr.literal.strip().strip("{}").strip())
+    except ValueError:
+        return None
 
 
 def int_attr(value: str | None, default: int) -> int:

@@ -24,17 +24,23 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from hlo_go.hlo import HloComputation, HloInstruction, HloModule
-from hlo_go.hlo.attributes import int_list
+from hlo_go.hlo.attributes import int_list, int_literal
 
 # Ops whose result holds (some of) their first operand's values, unchanged.
 _CARRIERS = frozenset({"bitcast", "reshape", "broadcast", "transpose", "copy", "slice"})
+
+# An instruction's users in one computation: name -> [(user, operand position)].
+_Users = dict[str, list[tuple[HloInstruction, int]]]
+
+# A value being followed: (computation, instruction name, stack of (caller, call site)).
+_Place = tuple[HloComputation, str, tuple[tuple[HloComputation, HloInstruction], ...]]
 
 # compare direction -> (bound offset when the index is the left operand, when right).
 _COMPARE_BOUNDS = {"LE": (1, None), "LT": (0, None), "GE": (None, 1), "GT": (None, 0)}
 
 
 def _is_int(instr: HloInstruction) -> bool:
-    return instr.shape.dtype.startswith(("s", "u")) and not instr.shape.is_tuple
+    return instr.shape.dtype.startswith(("s", "u"))
 
 
 def _int_constant(comp: HloComputation, name: str) -> int | None:
@@ -42,12 +48,7 @@ def _int_constant(comp: HloComputation, name: str) -> int | None:
     instr = comp.instruction(name)
     if instr.opcode == "broadcast" and len(instr.operands) == 1:
         instr = comp.instruction(instr.operands[0])
-    if instr.opcode != "constant" or instr.literal is None or instr.shape.dims:
-        return None
-    try:
-        return int(instr.literal.strip().strip("{}").strip())
-    except ValueError:
-        return None
+    return int_literal(instr) if instr.opcode == "constant" else None
 
 
 def _use_bound(comp: HloComputation, user: HloInstruction, position: int) -> int | None:
@@ -123,9 +124,6 @@ def index_bounds(module: HloModule) -> dict[int, int]:
     return bounds
 
 
-_Users = dict[str, list[tuple[HloInstruction, int]]]
-
-
 def _tightest_bound(
     module: HloModule, users_in: Callable[[HloComputation], _Users], name: str
 ) -> int | None:
@@ -155,10 +153,6 @@ def _tightest_bound(
                 seen.add(_key(place))
                 frontier.append(place)
     return min(found) if found else None
-
-
-# A value being followed: (computation, instruction name, stack of (caller, call site)).
-_Place = tuple[HloComputation, str, tuple[tuple[HloComputation, HloInstruction], ...]]
 
 
 def _key(place: _Place) -> tuple[str, ...]:

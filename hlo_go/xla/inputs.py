@@ -47,6 +47,15 @@ def _draw(
     return (np.abs(values) if positive else values).astype(dtype)
 
 
+def _inside(value: np.ndarray, bound: int, int_high: int, key: list[int]) -> np.ndarray:
+    """``value`` redrawn from ``[0, bound)`` by a generator of its own (seeded by ``key``,
+    so that no other draw changes) when it is an integer array and ``bound`` is below the
+    ``int_high`` it was drawn under; else ``value``."""
+    if bound >= int_high or not np.issubdtype(value.dtype, np.integer):
+        return value
+    return np.random.default_rng(key).integers(0, bound, size=value.shape).astype(value.dtype)
+
+
 def fan_in_scale(dims: tuple[int, ...]) -> float:
     """``1 / sqrt(fan_in)`` for an array of rank >= 2, with ``fan_in`` the product of all
     dimensions but the last (a dense ``[in, out]`` or convolution ``HWIO`` kernel's
@@ -115,10 +124,8 @@ def random_inputs(
             value = _draw(
                 dims, dtype, rng, int_high=4, scale=scale, positive=positive, fan_in=fan_in
             )
-            bound = bounds.get(p.parameter_number) if p.parameter_number is not None else None
-            if bound is not None and bound < 4:
-                own = np.random.default_rng([seed, p.parameter_number])
-                value = own.integers(0, bound, size=dims).astype(dtype)
+            if p.parameter_number in bounds:
+                value = _inside(value, bounds[p.parameter_number], 4, [seed, p.parameter_number])
             out.append(value)
         except ValueError as e:
             raise ValueError(f"entry parameter {p.name!r} of {module.name!r}: {e}") from None
@@ -178,23 +185,31 @@ def random_arguments(
             continue
         dims, dtype = tuple(leaf.shape), np.dtype(leaf.dtype)
         value = _draw(dims, dtype, rng, int_high=int_high, scale=scale, positive=positive)
-        bound = bounds.get(position)
-        if bound is not None and bound < int_high and np.issubdtype(dtype, np.integer):
-            value = np.random.default_rng([seed, position]).integers(0, bound, size=dims)
-            value = value.astype(dtype)
+        if position in bounds:
+            value = _inside(value, bounds[position], int_high, [seed, position])
         drawn.append(value)
     return jax.tree.unflatten(treedef, drawn)
 
 
-def leaf_index_bounds(lowered: Any, leaf_count: int) -> dict[int, int]:
+def leaf_index_bounds(lowered: Any, abstract: Any) -> dict[int, int]:
     """:func:`~hlo_go.xla.index_bounds.index_bounds` of a ``jax.stages.Lowered``'s
-    module, keyed by the position of each bounded argument among the ``leaf_count``
-    flat arguments (JAX drops unused arguments from the module's parameters)."""
+    module, keyed by the position of each bounded argument among the leaves of
+    ``abstract``, its flat arguments (JAX drops unused arguments from the module's
+    parameters). The module is parsed only when ``abstract`` has an integer
+    ``jax.ShapeDtypeStruct`` leaf to draw."""
+    import jax
+
     from hlo_go.hlo import parse_hlo
     from hlo_go.xla._jaxlib import lowered_kept_arguments
 
+    leaves = jax.tree.leaves(abstract)
+    if not any(
+        isinstance(leaf, jax.ShapeDtypeStruct) and np.issubdtype(np.dtype(leaf.dtype), np.integer)
+        for leaf in leaves
+    ):
+        return {}
     module = parse_hlo(lowered.as_text(dialect="hlo"), filename="<lowered>")
-    kept = lowered_kept_arguments(lowered, leaf_count)
+    kept = lowered_kept_arguments(lowered, len(leaves))
     return {kept[k]: bound for k, bound in index_bounds(module).items() if k < len(kept)}
 
 

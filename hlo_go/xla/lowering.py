@@ -535,7 +535,7 @@ def program(
                 seed=seed,
                 scale=scale,
                 positive=True,
-                leaf_bounds=_leaf_bounds(lowered, abstract),
+                leaf_bounds=leaf_index_bounds(lowered, abstract),
             )
             args = _as_positional(args)
     elif callable(source):
@@ -554,7 +554,7 @@ def program(
             seed=seed,
             scale=scale,
             positive=True,
-            leaf_bounds=_leaf_bounds(lowered, tuple(args)),
+            leaf_bounds=leaf_index_bounds(lowered, tuple(args)),
         )
     device = jax.devices(platform)[0]
     placed = tuple(jax.device_put(tuple(args), device))
@@ -574,18 +574,6 @@ def program(
         platform=platform,
         source_text=source_text,
     )
-
-
-def _leaf_bounds(lowered: jax.stages.Lowered, abstract: Any) -> dict[int, int]:
-    """Index bounds of the abstract integer leaves to draw (none to find when there are
-    no such leaves: the module is only parsed when it could matter)."""
-    leaves = jax.tree.leaves(abstract)
-    if not any(
-        isinstance(leaf, jax.ShapeDtypeStruct) and np.issubdtype(np.dtype(leaf.dtype), np.integer)
-        for leaf in leaves
-    ):
-        return {}
-    return leaf_index_bounds(lowered, len(leaves))
 
 
 def _as_positional(tree: Any) -> tuple[Any, ...]:
