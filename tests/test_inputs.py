@@ -71,3 +71,31 @@ def test_fan_in_scale_keeps_a_deep_product_well_conditioned() -> None:
     unit = np.abs(run(random_inputs(module, seed=0)))
     assert 1e-2 < conditioned.max() < 1e2
     assert unit.max() > 1e12
+
+
+# A TensorFlow-style module whose large constant was printed elided, as XLA's default
+# print options do.
+_ELIDED = """HloModule cluster_0, alias_passthrough_params=true
+
+ENTRY %cluster_0 (arg0.1: s32[3]) -> f32[3,4] {
+  %table = f32[100,4]{1,0} constant({...}), metadata={op_type="GatherV2" op_name="lookup"}
+  %arg0.1 = s32[3]{0} parameter(0), parameter_replication={false}
+  ROOT %g = f32[3,4]{1,0} gather(%table, %arg0.1), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,4}
+}
+"""
+
+
+def test_elided_constants_are_found_and_warned_about() -> None:
+    from hlo_go.xla import ElidedConstantsWarning, elided_constants, measure, program
+
+    module = parse_hlo(_ELIDED)
+    assert elided_constants(module) == [("cluster_0", "table")]
+    assert elided_constants(parse_hlo(_MODULE)) == []
+    with pytest.warns(
+        ElidedConstantsWarning, match=r"1 constant\(s\) printed as \{\.\.\.\}.*%table"
+    ):
+        program(_ELIDED)
+    # Still runs, and compares consistently: both compiles read the same placeholders.
+    with pytest.warns(ElidedConstantsWarning):
+        result = measure(_ELIDED, fusion="no-fusion", repeats=2)
+    assert result.correct

@@ -31,6 +31,8 @@ from hlo_go.xla.hooks import (
 )
 from hlo_go.xla.index_bounds import index_bounds
 from hlo_go.xla.inputs import (
+    ElidedConstantsWarning,
+    elided_constants,
     fan_in_scale,
     random_arguments,
     random_array,
@@ -104,6 +106,7 @@ __all__ = [
     "WIDENING_FACTOR",
     "WRAPPED_COMPILER_OPTIONS",
     "ArraySharding",
+    "ElidedConstantsWarning",
     "Executable",
     "FusionError",
     "InstructionProfile",
@@ -145,6 +148,7 @@ __all__ = [
     "compile_with",
     "count_collectives",
     "discover_pipeline",
+    "elided_constants",
     "fan_in_scale",
     "float64_outputs",
     "float64_reference",

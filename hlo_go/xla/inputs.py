@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,6 +21,40 @@ NUMPY_DTYPES: dict[str, np.dtype] = {
     "f64": np.dtype(np.float64), "c64": np.dtype(np.complex64), "c128": np.dtype(np.complex128),
     "f8e4m3fn": np.dtype(ml_dtypes.float8_e4m3fn), "f8e5m2": np.dtype(ml_dtypes.float8_e5m2),
 }  # fmt: skip
+
+
+class ElidedConstantsWarning(UserWarning):
+    """HLO text whose large constants were printed as ``{...}``: XLA's parser fills them
+    with placeholder values, so the module does not compute what the original model did."""
+
+
+def elided_constants(module: HloModule) -> list[tuple[str, str]]:
+    """``(computation, instruction)`` names of the constants printed as ``{...}``."""
+    return [
+        (comp.name, instr.name)
+        for comp, instr in module.instructions()
+        if instr.opcode == "constant" and instr.literal is not None and "..." in instr.literal
+    ]
+
+
+def warn_elided_constants(module: HloModule, *, stacklevel: int = 3) -> None:
+    """Warns (:class:`ElidedConstantsWarning`) when ``module`` has elided constants.
+
+    Its outputs are then those of placeholder constants: comparisons between compiles
+    of the same text (and timings) still hold, but not against the original model.
+    """
+    elided = elided_constants(module)
+    if not elided:
+        return
+    comp, name = elided[0]
+    warnings.warn(
+        f"{module.name}: {len(elided)} constant(s) printed as {{...}} (first: %{name} in "
+        f"{comp}); XLA fills them with placeholder values, so outputs are not the original "
+        "model's. Print the module with its large constants (XLA: "
+        "--xla_dump_large_constants; jaxlib: HloPrintOptions.print_large_constants).",
+        ElidedConstantsWarning,
+        stacklevel=stacklevel,
+    )
 
 
 def _draw(

@@ -58,6 +58,7 @@ from hlo_go.xla.inputs import (
     leaf_index_bounds,
     random_arguments,
     random_inputs,
+    warn_elided_constants,
 )
 from hlo_go.xla.schedule import compile_hooked
 
@@ -605,6 +606,7 @@ def _hlo_program(
         module = load_hlo(path)
     else:
         module = parse_hlo(source, filename="<hlo text>")
+    warn_elided_constants(module, stacklevel=4)
     text = module.to_text()
     if args is None:
         try:

@@ -48,7 +48,7 @@ from hlo_go.hlo import HloModule, parse_hlo
 from hlo_go.xla._jaxlib import canonical_program_text, compile_hlo_text, run_executable
 from hlo_go.xla.arbiter import as_accurate_as_reference, computed_once, float64_once
 from hlo_go.xla.hooks import WRAPPED_COMPILER_OPTIONS, capture_prefusion_lowered
-from hlo_go.xla.inputs import training_inputs
+from hlo_go.xla.inputs import training_inputs, warn_elided_constants
 from hlo_go.xla.measure import Measurement, outputs_match
 from hlo_go.xla.mpmd import COMPUTE, PARAMETER, Leaf, Partition, PlacementError, partition
 from hlo_go.xla.segments import donated_aliases, portable_module, segment_module
@@ -524,6 +524,7 @@ def _resolve(
 ) -> _Program:
     if isinstance(module_or_fn, HloModule | str):
         module = parse_hlo(module_or_fn) if isinstance(module_or_fn, str) else module_or_fn
+        warn_elided_constants(module, stacklevel=4)
         flat_args = list(training_inputs(module) if args is None else args)
         cache: dict[str, Any] = {}
 

@@ -55,7 +55,7 @@ from hlo_go.xla.arbiter import (  # WIDENING_FACTOR: re-exported, as before
     as_accurate_as_reference,
     float64_outputs,
 )
-from hlo_go.xla.inputs import NUMPY_DTYPES, training_inputs
+from hlo_go.xla.inputs import NUMPY_DTYPES, training_inputs, warn_elided_constants
 from hlo_go.xla.measure import TOLERANCES, outputs_match
 from hlo_go.xla.timing import Clock, Timing, time_interleaved
 
@@ -591,8 +591,10 @@ def check_spmd(
       The :class:`SpmdCheck`.
     """
     text = _as_text(text)
+    module = parse_hlo(text)
+    warn_elided_constants(module, stacklevel=3)
     if args is None:
-        args = training_inputs(parse_hlo(text))
+        args = training_inputs(module)
     exe = compile_spmd(text, num_devices, compiler_options=compiler_options, devices=devices)
     got = run_spmd(exe, args)
     reference_is_module = reference is None
