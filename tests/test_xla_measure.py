@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from hlo_go.hlo import FrozenDict, HloComputation, HloModule
+from hlo_go.hlo import FrozenDict, HloComputation, HloModule, parse_hlo
 from hlo_go.xla import capture_prefusion, measure, outputs_match, program
 
 
@@ -63,3 +65,31 @@ def test_wrong_outputs_are_caught_and_not_timed() -> None:
 )
 def test_outputs_match_tolerances(got: np.ndarray, want: np.ndarray, ok: bool) -> None:
     assert outputs_match([got], [want])[0] is ok
+
+
+_TPU_KERNEL = """HloModule pallas_step
+
+ENTRY main {
+  x = f32[8,128]{1,0} parameter(0)
+  ROOT k = f32[8,128]{1,0} custom-call(x), custom_call_target="tpu_custom_call", backend_config={"custom_call_config": {"body": "..."}}
+}
+"""
+
+
+def test_a_module_that_cannot_run_here_is_refused_with_the_instruction_named() -> None:
+    from hlo_go.decisions import Decisions
+    from hlo_go.xla import LoweringError, PlacementError, run_placed, unsupported_reasons
+
+    module = parse_hlo(_TPU_KERNEL)
+    assert unsupported_reasons(module, "tpu") == []
+    assert unsupported_reasons(module, "cpu") == [
+        "%k in main calls 'tpu_custom_call', a tpu kernel"
+    ]
+    with pytest.raises(LoweringError, match=r"cannot compile pallas_step for cpu: %k in main"):
+        program(_TPU_KERNEL)
+    one = Decisions(np.zeros(2, np.int32), np.zeros(2, np.float32), np.zeros(2, np.float32))
+    with pytest.raises(PlacementError, match=r"cannot run pallas_step on cpu: %k in main"):
+        run_placed(module, one, jax.devices()[:1])
+    shard_map = (Path(__file__).parent / "data" / "xla_style" / "shardings.hlo").read_text()
+    [reason] = unsupported_reasons(parse_hlo(shard_map), "cpu")
+    assert "manually partitioned (shard_map)" in reason

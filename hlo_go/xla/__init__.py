@@ -94,6 +94,7 @@ from hlo_go.xla.spmd import (
     strip_shardings,
     time_spmd,
 )
+from hlo_go.xla.support import unsupported_reasons
 from hlo_go.xla.timing import Timing, in_pinned_process, pin_to_cpu, time_interleaved
 
 __all__ = [
@@ -181,6 +182,7 @@ __all__ = [
     "time_spmd",
     "training_inputs",
     "unfused_reference",
+    "unsupported_reasons",
     "unwrap_fusions",
     "wrap_alone",
     "wrap_named",

@@ -61,6 +61,7 @@ from hlo_go.xla.inputs import (
     warn_elided_constants,
 )
 from hlo_go.xla.schedule import compile_hooked
+from hlo_go.xla.support import unsupported_reasons
 
 # The cluster baselines and the search decide for: one calibrated core of this host.
 HOST_CLUSTER = "host-cpu-1"
@@ -607,6 +608,9 @@ def _hlo_program(
     else:
         module = parse_hlo(source, filename="<hlo text>")
     warn_elided_constants(module, stacklevel=4)
+    reasons = unsupported_reasons(module, platform)
+    if reasons:
+        raise LoweringError(f"cannot compile {module.name} for {platform}: " + "; ".join(reasons))
     text = module.to_text()
     if args is None:
         try:

@@ -52,6 +52,7 @@ from hlo_go.xla.inputs import training_inputs, warn_elided_constants
 from hlo_go.xla.measure import Measurement, outputs_match
 from hlo_go.xla.mpmd import COMPUTE, PARAMETER, Leaf, Partition, PlacementError, partition
 from hlo_go.xla.segments import donated_aliases, portable_module, segment_module
+from hlo_go.xla.support import unsupported_reasons
 from hlo_go.xla.timing import time_interleaved
 
 FUSION_OFF_REFERENCE = "XLA's compile with fusion off"
@@ -525,6 +526,10 @@ def _resolve(
     if isinstance(module_or_fn, HloModule | str):
         module = parse_hlo(module_or_fn) if isinstance(module_or_fn, str) else module_or_fn
         warn_elided_constants(module, stacklevel=4)
+        platform = reference_device.platform if reference_device is not None else "cpu"
+        reasons = unsupported_reasons(module, platform)
+        if reasons:
+            raise PlacementError(f"cannot run {module.name} on {platform}: " + "; ".join(reasons))
         flat_args = list(training_inputs(module) if args is None else args)
         cache: dict[str, Any] = {}
 
