@@ -9,8 +9,10 @@ a table per benchmark and writes ``benchmarks/results/NAME.json``.
 
 from __future__ import annotations
 
+import hashlib
 import pkgutil
 from pathlib import Path
+from typing import Any
 
 BENCHMARKS_DIR = Path(__file__).resolve().parent
 RESULTS_DIR = BENCHMARKS_DIR / "results"
@@ -28,4 +30,18 @@ def available() -> list[str]:
     )
 
 
-__all__ = ["BENCHMARKS_DIR", "CACHE_DIR", "RESULTS_DIR", "available"]
+def inputs_digest(args: Any) -> str:
+    """A short digest of the arrays a graph is run on (dtype, shape and bytes of each
+    leaf), so that a resumed benchmark reruns results computed on other inputs."""
+    import jax
+    import numpy as np
+
+    digest = hashlib.sha256()
+    for leaf in jax.tree.leaves(args):
+        array = np.asarray(leaf)
+        digest.update(f"{array.dtype}{array.shape}".encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()[:16]
+
+
+__all__ = ["BENCHMARKS_DIR", "CACHE_DIR", "RESULTS_DIR", "available", "inputs_digest"]

@@ -76,6 +76,7 @@ from typing import Any
 
 from rich.console import Console
 
+from benchmarks import inputs_digest
 from benchmarks._child import child_main, run_in_child
 
 MAX_SEGMENTS = 50_000
@@ -442,17 +443,6 @@ def _short(row: dict[str, Any]) -> str:
     )
 
 
-def _inputs_digest(args: list[Any]) -> str:
-    """A digest of the inputs a graph is run on."""
-    import hashlib
-
-    digest = hashlib.sha256()
-    for array in args:
-        digest.update(f"{array.dtype}{array.shape}".encode())
-        digest.update(array.tobytes())
-    return digest.hexdigest()[:16]
-
-
 def _measure_graph(
     name: str, quick: bool, calibration: Any, deadline: float, partial: _Partial
 ) -> list[dict[str, Any]]:
@@ -468,7 +458,7 @@ def _measure_graph(
     todo = [(1, "single"), *_configurations(quick)]
     module = corpus.load(name, "prefusion")
     args = training_inputs(module)
-    digest = _inputs_digest(args)
+    digest = inputs_digest(args)
     for d, kind in todo:
         done = partial.get(name, d, kind)
         if done is not None and done.get("inputs_sha256") == digest:
