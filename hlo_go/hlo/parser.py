@@ -134,11 +134,10 @@ _NAMES = re.compile(_NAME)
 _ATTR_ITEMS = re.compile(rf"\s*,\s*({_NAME})=\s*({_VALUE})")
 # Metadata entries are separated by whitespace, or by commas (XLA's parser accepts both;
 # hand-written and older TensorFlow modules use commas).
-_META_ITEMS = re.compile(rf"\s*,?\s*({_NAME})=\s*({_STR}|\{{[^{{}}]*\}}|[^\s{{}},\"']+)")
-_META_BODY = re.compile(
-    rf"\s*(?:{_NAME}=\s*(?:{_STR}|\{{[^{{}}]*\}}|[^\s{{}},\"']+)"
-    rf"(?:\s*,?\s*{_NAME}=\s*(?:{_STR}|\{{[^{{}}]*\}}|[^\s{{}},\"']+))*)?\s*"
-)
+_META_VALUE = rf"{_STR}|\{{[^{{}}]*\}}|[^\s{{}},\"']+"
+_META_ITEMS = re.compile(rf"\s*,?\s*({_NAME})=\s*({_META_VALUE})")
+_META_ENTRY = rf"{_NAME}=\s*(?:{_META_VALUE})"
+_META_BODY = re.compile(rf"\s*(?:{_META_ENTRY}(?:\s*,?\s*{_META_ENTRY})*)?\s*")
 _COMMENTS = re.compile(r"/\*.*?\*/|//[^\n\r]*", re.DOTALL)
 _COMMENTS_OR_STRINGS = re.compile(rf"({_STR})|/\*.*?\*/|//[^\n\r]*", re.DOTALL)
 

@@ -58,10 +58,9 @@ from hlo_go.xla.inputs import (
     leaf_index_bounds,
     random_arguments,
     random_inputs,
-    warn_elided_constants,
 )
 from hlo_go.xla.schedule import compile_hooked
-from hlo_go.xla.support import unsupported_reasons
+from hlo_go.xla.support import screen
 
 # The cluster baselines and the search decide for: one calibrated core of this host.
 HOST_CLUSTER = "host-cpu-1"
@@ -607,10 +606,9 @@ def _hlo_program(
         module = load_hlo(path)
     else:
         module = parse_hlo(source, filename="<hlo text>")
-    warn_elided_constants(module, stacklevel=4)
-    reasons = unsupported_reasons(module, platform)
-    if reasons:
-        raise LoweringError(f"cannot compile {module.name} for {platform}: " + "; ".join(reasons))
+    problem = screen(module, platform, stacklevel=5)
+    if problem:
+        raise LoweringError(f"cannot compile {module.name} for {platform}: {problem}")
     text = module.to_text()
     if args is None:
         try:

@@ -48,11 +48,11 @@ from hlo_go.hlo import HloModule, parse_hlo
 from hlo_go.xla._jaxlib import canonical_program_text, compile_hlo_text, run_executable
 from hlo_go.xla.arbiter import as_accurate_as_reference, computed_once, float64_once
 from hlo_go.xla.hooks import WRAPPED_COMPILER_OPTIONS, capture_prefusion_lowered
-from hlo_go.xla.inputs import training_inputs, warn_elided_constants
+from hlo_go.xla.inputs import training_inputs
 from hlo_go.xla.measure import Measurement, outputs_match
 from hlo_go.xla.mpmd import COMPUTE, PARAMETER, Leaf, Partition, PlacementError, partition
 from hlo_go.xla.segments import donated_aliases, portable_module, segment_module
-from hlo_go.xla.support import unsupported_reasons
+from hlo_go.xla.support import screen
 from hlo_go.xla.timing import time_interleaved
 
 FUSION_OFF_REFERENCE = "XLA's compile with fusion off"
@@ -525,11 +525,10 @@ def _resolve(
 ) -> _Program:
     if isinstance(module_or_fn, HloModule | str):
         module = parse_hlo(module_or_fn) if isinstance(module_or_fn, str) else module_or_fn
-        warn_elided_constants(module, stacklevel=4)
         platform = reference_device.platform if reference_device is not None else "cpu"
-        reasons = unsupported_reasons(module, platform)
-        if reasons:
-            raise PlacementError(f"cannot run {module.name} on {platform}: " + "; ".join(reasons))
+        problem = screen(module, platform, stacklevel=5)
+        if problem:
+            raise PlacementError(f"cannot run {module.name} on {platform}: {problem}")
         flat_args = list(training_inputs(module) if args is None else args)
         cache: dict[str, Any] = {}
 

@@ -8,6 +8,7 @@ run time); :func:`unsupported_reasons` names the instruction and the reason firs
 from __future__ import annotations
 
 from hlo_go.hlo import HloModule
+from hlo_go.xla.inputs import warn_elided_constants
 
 # Custom-call targets that only one kind of platform implements, by prefix.
 PLATFORM_CUSTOM_CALLS: dict[str, tuple[str, ...]] = {
@@ -47,3 +48,18 @@ def unsupported_reasons(module: HloModule, platform: str = "cpu") -> list[str]:
                     "which compiles only as several partitions"
                 )
     return reasons
+
+
+def screen(module: HloModule, platform: str, *, stacklevel: int = 4) -> str | None:
+    """Checks a module given as HLO before it is compiled for one ``platform`` device.
+
+    Warns (:class:`~hlo_go.xla.inputs.ElidedConstantsWarning`) about constants printed
+    as ``{...}``.
+
+    Returns:
+      None if nothing known keeps it from running; else the reasons
+      (:func:`unsupported_reasons`) joined by ``"; "``, for the caller's error.
+    """
+    warn_elided_constants(module, stacklevel=stacklevel)
+    reasons = unsupported_reasons(module, platform)
+    return "; ".join(reasons) if reasons else None
