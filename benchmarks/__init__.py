@@ -44,4 +44,46 @@ def inputs_digest(args: Any) -> str:
     return digest.hexdigest()[:16]
 
 
-__all__ = ["BENCHMARKS_DIR", "CACHE_DIR", "RESULTS_DIR", "available", "inputs_digest"]
+def one_device_peak_bytes(name: str) -> int:
+    """The simulated peak memory of a corpus graph's step (pre-fusion stage) laid out on
+    one device of this host."""
+    import numpy as np
+
+    from hlo_go import corpus
+    from hlo_go.decisions import Decisions
+    from hlo_go.graph import build_graph
+    from hlo_go.sim import simulate
+    from hlo_go.xla.runtime_calibration import mpmd_host_cluster
+
+    graph = build_graph(corpus.load(name, "prefusion"))
+    zeros = np.zeros(graph.num_nodes, np.float32)
+    single = Decisions(np.zeros(graph.num_nodes, np.int32), zeros, zeros)
+    return int(simulate(graph, mpmd_host_cluster(1), single).peak_memory.sum())
+
+
+def corpus_graphs_too_large(memory_fraction: float) -> dict[str, str]:
+    """Corpus graphs whose simulated one-device peak memory is above ``memory_fraction``
+    of this host's memory, each with the reason (empty where the memory is unknown)."""
+    from benchmarks._report import memory_gib
+    from hlo_go import corpus
+
+    host_gib = memory_gib()
+    if host_gib is None:
+        return {}
+    peaks = {n: one_device_peak_bytes(n) / 2**30 for n in corpus.names()}
+    return {
+        n: f"simulated one-device peak {peak:.1f} GiB > {memory_fraction:g} of {host_gib} GiB"
+        for n, peak in peaks.items()
+        if peak > memory_fraction * host_gib
+    }
+
+
+__all__ = [
+    "BENCHMARKS_DIR",
+    "CACHE_DIR",
+    "RESULTS_DIR",
+    "available",
+    "corpus_graphs_too_large",
+    "inputs_digest",
+    "one_device_peak_bytes",
+]

@@ -1,7 +1,8 @@
 """Fusion and schedule decisions lowered into XLA's compile: measured step time vs XLA.
 
-For each corpus training step in :data:`GRAPHS` (a subset across six families that fits
-this benchmark's time on this shared 2-core host; ``--quick``: one graph), in a child
+For each corpus training step that fits this host's memory (:func:`graph_names`: six
+families first, then by size; ``HLO_GO_LOWERING_GRAPHS`` picks some; ``--quick``: one
+graph), in a child
 process pinned to one core (:func:`hlo_go.xla.timing.in_pinned_process`) and timed by
 CPU time, so other processes sharing the host do not stretch the figures:
 
@@ -38,13 +39,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from benchmarks import RESULTS_DIR, inputs_digest
+from benchmarks import RESULTS_DIR, corpus_graphs_too_large, inputs_digest
 
-# Smallest pre-fusion entries first; six families (rnnlm, gnmt, gpt2, transformer_xl,
-# bert, resnet). Larger graphs (unrolled RNNs, Inception, AmoebaNet, WaveNet: 5k-58k
-# entry instructions) take minutes to tens of minutes per lowering to compile on this
-# host (XLA:CPU compiles each unfused kernel separately).
-GRAPHS = (
+# Six families (rnnlm, gnmt, gpt2, transformer_xl, bert, resnet) first, as in the
+# benchmark's first tables; then every other corpus graph that fits, by node count: the
+# larger ones (unrolled RNNs, Inception, AmoebaNet, WaveNet: 5k-58k entry instructions)
+# take minutes to tens of minutes per lowering to compile on this host (XLA:CPU
+# compiles each unfused kernel separately).
+FIRST = (
     "rnnlm_l2_scan",
     "gpt2_l2",
     "transformer_xl_l2",
@@ -54,6 +56,9 @@ GRAPHS = (
     "gnmt_l2_scan",
     "gnmt_l4_scan",
 )
+# A graph whose simulated one-device peak memory is above this fraction of the host's
+# memory is not lowered (two graphs run at once, each compiled six ways).
+MEMORY_FRACTION = 0.25
 QUICK_GRAPHS = ("rnnlm_l2_scan",)
 FUSION_METHODS = ("no-fusion", "xla-cpu-like", "fuse-all-legal", "priority-fusion")
 SEARCH_BUDGET = 2000
@@ -61,7 +66,27 @@ REPEATS = 5
 QUICK_REPEATS = 2
 PARTIAL = RESULTS_DIR / "lowering.partial.json"
 # Graphs not started within this many seconds of the run are skipped (and listed).
-TIME_BUDGET_S = float(os.environ.get("HLO_GO_LOWERING_BUDGET_S", 45 * 60))
+TIME_BUDGET_S = float(os.environ.get("HLO_GO_LOWERING_BUDGET_S", 4 * 3600))
+
+
+def graph_names(excluded: dict[str, str], only: str = "") -> tuple[str, ...]:
+    """The graphs to lower, in run order: :data:`FIRST`, then the other corpus graphs
+    not ``excluded`` by node count; ``only`` (comma-separated names, env
+    ``HLO_GO_LOWERING_GRAPHS``) picks some, in its order."""
+    from hlo_go import corpus
+
+    names = [n for n in corpus.names() if n not in excluded]
+    if only:
+        picked = tuple(n.strip() for n in only.split(",") if n.strip())
+        unknown = [n for n in picked if n not in names]
+        if unknown:
+            raise ValueError(f"HLO_GO_LOWERING_GRAPHS: not corpus graphs that fit here: {unknown}")
+        return picked
+    rest = sorted(
+        (n for n in names if n not in FIRST),
+        key=lambda n: corpus.info(n)["stages"]["prefusion"]["nodes"],
+    )
+    return tuple(n for n in FIRST if n in names) + tuple(rest)
 
 
 def _log(message: str) -> None:
@@ -167,7 +192,9 @@ def run(*, quick: bool = False) -> dict[str, Any]:
     """Runs the benchmark (see the module docstring); returns rows and headline numbers."""
     from hlo_go.xla.timing import in_pinned_process
 
-    graphs = QUICK_GRAPHS if quick else GRAPHS
+    excluded = {} if quick else corpus_graphs_too_large(MEMORY_FRACTION)
+    only = os.environ.get("HLO_GO_LOWERING_GRAPHS", "")
+    graphs = QUICK_GRAPHS if quick else graph_names(excluded, only)
     repeats = QUICK_REPEATS if quick else REPEATS
     budget = 200 if quick else SEARCH_BUDGET
     partial_path = PARTIAL.with_suffix(".quick.json") if quick else PARTIAL
@@ -202,11 +229,16 @@ def run(*, quick: bool = False) -> dict[str, Any]:
 
     with ThreadPoolExecutor(max_workers=len(cores)) as pool:
         list(pool.map(one, range(len(todo)), todo))
-    return result(per_graph, graphs, repeats=repeats, budget=budget)
+    return result(per_graph, graphs, repeats=repeats, budget=budget, excluded=excluded)
 
 
 def result(
-    per_graph: dict[str, dict[str, Any]], graphs: tuple[str, ...], *, repeats: int, budget: int
+    per_graph: dict[str, dict[str, Any]],
+    graphs: tuple[str, ...],
+    *,
+    repeats: int,
+    budget: int,
+    excluded: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The benchmark's result from per-graph measurements: rows and headline numbers."""
     rows = []
@@ -263,6 +295,7 @@ def result(
         "search_budget": budget,
         "graphs_measured": ", ".join(g for g in graphs if per_graph.get(g, {}).get("rows")),
         "graphs_skipped": ", ".join(g for g in graphs if g not in per_graph) or "none",
+        "graphs_excluded": excluded or {},
         "rows": rows,
         "per_graph": per_graph,
     }
@@ -283,7 +316,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(RESULTS_DIR / "lowering.json"))
     args = parser.parse_args(argv)
     per_graph = {k: v for k, v in json.loads(PARTIAL.read_text()).items() if v.get("rows")}
-    record = result(per_graph, GRAPHS, repeats=REPEATS, budget=SEARCH_BUDGET)
+    excluded = corpus_graphs_too_large(MEMORY_FRACTION)
+    graphs = graph_names(excluded)
+    record = result(per_graph, graphs, repeats=REPEATS, budget=SEARCH_BUDGET, excluded=excluded)
     written = write_result(Path(args.out), "lowering", record, quick=False)
     print_result(Console(), "lowering", written)
     return 0

@@ -76,7 +76,7 @@ from typing import Any
 
 from rich.console import Console
 
-from benchmarks import inputs_digest
+from benchmarks import corpus_graphs_too_large, inputs_digest
 from benchmarks._child import child_main, run_in_child
 
 MAX_SEGMENTS = 50_000
@@ -109,36 +109,9 @@ def _budget_s(quick: bool) -> float:
     return float(os.environ.get("HLO_GO_MPMD_BUDGET_S", default))
 
 
-def _one_device_peak_bytes(name: str) -> int:
-    """The simulated peak memory of a corpus graph's step on one device of this host."""
-    import numpy as np
-
-    from hlo_go import corpus
-    from hlo_go.decisions import Decisions
-    from hlo_go.graph import build_graph
-    from hlo_go.sim import simulate
-    from hlo_go.xla.runtime_calibration import mpmd_host_cluster
-
-    graph = build_graph(corpus.load(name, "prefusion"))
-    zeros = np.zeros(graph.num_nodes, np.float32)
-    single = Decisions(np.zeros(graph.num_nodes, np.int32), zeros, zeros)
-    return int(simulate(graph, mpmd_host_cluster(1), single).peak_memory.sum())
-
-
 def _too_large(quick: bool) -> dict[str, str]:
     """Corpus graphs that do not fit this host's memory, with the reason."""
-    from benchmarks._report import memory_gib
-    from hlo_go import corpus
-
-    host_gib = memory_gib()
-    if quick or host_gib is None:
-        return {}
-    peaks = {n: _one_device_peak_bytes(n) / 2**30 for n in corpus.names()}
-    return {
-        n: f"simulated one-device peak {peak:.1f} GiB > {MEMORY_FRACTION:g} of {host_gib} GiB"
-        for n, peak in peaks.items()
-        if peak > MEMORY_FRACTION * host_gib
-    }
+    return {} if quick else corpus_graphs_too_large(MEMORY_FRACTION)
 
 
 def _graph_names(quick: bool, excluded: dict[str, str], only: str = "") -> list[str]:
