@@ -9,8 +9,9 @@ CPU time, so other processes sharing the host do not stretch the figures:
 * ``XLA default``: ``jax.jit``'s compile, the reference;
 * ``no-fusion``, ``xla-cpu-like``, ``fuse-all-legal``, ``priority-fusion``: the fusion
   baselines of :mod:`hlo_go.baselines` on ``host-cpu-1``, lowered with XLA's own order;
-* ``searched``: simulated annealing over the simulator on ``host-cpu-1`` (fusion and
-  schedule, :data:`SEARCH_BUDGET` evaluations), then lowered.
+* ``searched``: simulated annealing over the simulator on ``host-cpu-1``
+  (:data:`SEARCH_BUDGET` evaluations), then lowered: fusion only, the order XLA's (on
+  one device the order changes no simulated time, :func:`hlo_go.xla.searched_tasks`).
 
 Every variant is run once and checked against the reference's outputs (dtype
 tolerances of :func:`hlo_go.xla.outputs_match`) before it is timed; correct variants are
@@ -23,8 +24,9 @@ interleaving.
 Inputs are random (integers in [1, 4), or [0, rows) where they index a table of fewer
 rows, :func:`hlo_go.xla.index_bounds`; floats |N(0, 0.1²)|). Results per graph are
 cached in ``results/lowering.partial.json`` with a digest of their inputs
-(``inputs_sha256``) so an interrupted run resumes, and a graph whose inputs today differ
-from its cached result's is measured again; graphs not
+(``inputs_sha256``) and :data:`RESULTS_VERSION` so an interrupted run resumes, and a
+graph whose inputs today differ from its cached result's, or measured by an older
+version, is measured again; graphs not
 started within :data:`TIME_BUDGET_S` (env ``HLO_GO_LOWERING_BUDGET_S``) are skipped and
 listed.
 """
@@ -65,6 +67,8 @@ SEARCH_BUDGET = 2000
 REPEATS = 5
 QUICK_REPEATS = 2
 PARTIAL = RESULTS_DIR / "lowering.partial.json"
+# Bump when a change makes cached per-graph results incomparable.
+RESULTS_VERSION = 2  # 2: searched leaves the order to XLA on one device
 # Graphs not started within this many seconds of the run are skipped (and listed).
 TIME_BUDGET_S = float(os.environ.get("HLO_GO_LOWERING_BUDGET_S", 4 * 3600))
 
@@ -153,6 +157,7 @@ def measure_graph(name: str, *, repeats: int, budget: int) -> dict[str, Any]:
         "graph": name,
         "nodes": nodes,
         "inputs_sha256": digest,
+        "version": RESULTS_VERSION,
         "search_s": search_s,
         "seconds": time.perf_counter() - start,
         "rows": rows,
@@ -201,9 +206,12 @@ def run(*, quick: bool = False) -> dict[str, Any]:
     per_graph: dict[str, dict[str, Any]] = {}
     if partial_path.exists():
         per_graph = {k: v for k, v in json.loads(partial_path.read_text()).items() if k in graphs}
-    # Results drawn on other inputs (an older input rule) are measured again.
+    # Results of an older version, or drawn on other inputs, are measured again.
     for name in list(per_graph):
-        if per_graph[name].get("inputs_sha256") != current_inputs_digest(name):
+        if per_graph[name].get("version", 1) != RESULTS_VERSION:
+            _log(f"{name}: cached result is of an older version; measuring it again")
+            del per_graph[name]
+        elif per_graph[name].get("inputs_sha256") != current_inputs_digest(name):
             _log(f"{name}: inputs changed since its cached result; measuring it again")
             del per_graph[name]
     todo = [g for g in graphs if g not in per_graph]
@@ -315,7 +323,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--from-partial", action="store_true", required=True)
     parser.add_argument("--out", default=str(RESULTS_DIR / "lowering.json"))
     args = parser.parse_args(argv)
-    per_graph = {k: v for k, v in json.loads(PARTIAL.read_text()).items() if v.get("rows")}
+    cached = json.loads(PARTIAL.read_text()).items()
+    per_graph = {
+        k: v for k, v in cached if v.get("rows") and v.get("version", 1) == RESULTS_VERSION
+    }
     excluded = corpus_graphs_too_large(MEMORY_FRACTION)
     graphs = graph_names(excluded)
     record = result(per_graph, graphs, repeats=REPEATS, budget=SEARCH_BUDGET, excluded=excluded)

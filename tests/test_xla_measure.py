@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from hlo_go.hlo import FrozenDict, HloComputation, HloModule, parse_hlo
-from hlo_go.xla import capture_prefusion, measure, outputs_match, program
+from hlo_go.xla import capture_prefusion, measure, outputs_match, program, searched_tasks
 
 
 def _f(x: jax.Array, w: jax.Array) -> jax.Array:
@@ -35,6 +35,23 @@ def test_fused_and_scheduled_variant_is_correct_and_timed() -> None:
     assert result.baseline_time_s is not None and result.speedup is not None
     assert result.spread is not None and result.spread[0] <= result.time_s <= result.spread[1]
     assert result.order is not None  # a schedule was imposed
+
+
+def test_searched_orders_the_entry_only_where_the_order_changes_simulated_time() -> None:
+    from hlo_go.sim import get_cluster
+
+    # One device: one kernel at a time, nothing moved, so the search leaves XLA's order.
+    assert searched_tasks(get_cluster("host-cpu-1")) == ("fusion",)
+    assert "scheduling" in searched_tasks(get_cluster("v100x4"))
+    prog = program(_f, (X, W))
+    executable = prog.lower("searched", budget=20)
+    assert prog.priorities("searched", executable.module, budget=20) is None
+    assert executable.order is None and "schedule=xla" in executable.label
+    assert not np.any(prog.decisions("searched", budget=20).placement)
+    ordered = prog.priorities("searched", executable.module, cluster="v100x4", budget=20)
+    assert ordered is not None and len(ordered) > 0
+    result = measure(prog, fusion="searched", schedule="searched", repeats=2, warmup=1)
+    assert result.correct, result.message
 
 
 def test_wrong_outputs_are_caught_and_not_timed() -> None:

@@ -48,6 +48,7 @@ from hlo_go.xla.lowering import (
     compile_hlo,
     lower,
     program,
+    searched_tasks,
 )
 from hlo_go.xla.measure import Measurement, Variant, measure, measure_many, outputs_match
 from hlo_go.xla.mpmd import Leaf, Partition, PlacementError, Segment, partition
@@ -176,6 +177,7 @@ __all__ = [
     "run_hlo_passes",
     "run_placed",
     "run_spmd",
+    "searched_tasks",
     "spmd_devices",
     "strip_shardings",
     "time_interleaved",
