@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import pkgutil
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -78,11 +79,43 @@ def corpus_graphs_too_large(memory_fraction: float) -> dict[str, str]:
     }
 
 
+def corpus_graph_order(
+    first: Sequence[str], excluded: Mapping[str, str], only: str, setting: str
+) -> list[str]:
+    """Corpus graphs in a benchmark's run order: ``first`` (those not ``excluded``), then
+    the other graphs not ``excluded`` by pre-fusion node count.
+
+    Args:
+      first: graphs to run before the rest, in this order.
+      excluded: graphs left out (name -> reason).
+      only: comma-separated names (a benchmark's ``setting``): just those, in that order.
+      setting: the environment variable ``only`` came from, for the error message.
+
+    Raises:
+      ValueError: a name in ``only`` that is not a corpus graph, or is excluded.
+    """
+    from hlo_go import corpus
+
+    names = [n for n in corpus.names() if n not in excluded]
+    if only:
+        picked = [n.strip() for n in only.split(",") if n.strip()]
+        unknown = [n for n in picked if n not in names]
+        if unknown:
+            raise ValueError(f"{setting}: not corpus graphs that fit here: {unknown}")
+        return picked
+    rest = sorted(
+        (n for n in names if n not in first),
+        key=lambda n: corpus.info(n)["stages"]["prefusion"]["nodes"],
+    )
+    return [n for n in first if n in names] + rest
+
+
 __all__ = [
     "BENCHMARKS_DIR",
     "CACHE_DIR",
     "RESULTS_DIR",
     "available",
+    "corpus_graph_order",
     "corpus_graphs_too_large",
     "inputs_digest",
     "one_device_peak_bytes",

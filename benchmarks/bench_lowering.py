@@ -41,7 +41,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from benchmarks import RESULTS_DIR, corpus_graphs_too_large, inputs_digest
+from benchmarks import (
+    RESULTS_DIR,
+    corpus_graph_order,
+    corpus_graphs_too_large,
+    inputs_digest,
+)
 
 # Six families (rnnlm, gnmt, gpt2, transformer_xl, bert, resnet) first, as in the
 # benchmark's first tables; then every other corpus graph that fits, by node count: the
@@ -77,20 +82,7 @@ def graph_names(excluded: dict[str, str], only: str = "") -> tuple[str, ...]:
     """The graphs to lower, in run order: :data:`FIRST`, then the other corpus graphs
     not ``excluded`` by node count; ``only`` (comma-separated names, env
     ``HLO_GO_LOWERING_GRAPHS``) picks some, in its order."""
-    from hlo_go import corpus
-
-    names = [n for n in corpus.names() if n not in excluded]
-    if only:
-        picked = tuple(n.strip() for n in only.split(",") if n.strip())
-        unknown = [n for n in picked if n not in names]
-        if unknown:
-            raise ValueError(f"HLO_GO_LOWERING_GRAPHS: not corpus graphs that fit here: {unknown}")
-        return picked
-    rest = sorted(
-        (n for n in names if n not in FIRST),
-        key=lambda n: corpus.info(n)["stages"]["prefusion"]["nodes"],
-    )
-    return tuple(n for n in FIRST if n in names) + tuple(rest)
+    return tuple(corpus_graph_order(FIRST, excluded, only, "HLO_GO_LOWERING_GRAPHS"))
 
 
 def _log(message: str) -> None:

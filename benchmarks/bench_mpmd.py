@@ -76,7 +76,7 @@ from typing import Any
 
 from rich.console import Console
 
-from benchmarks import corpus_graphs_too_large, inputs_digest
+from benchmarks import corpus_graph_order, corpus_graphs_too_large, inputs_digest
 from benchmarks._child import child_main, run_in_child
 
 MAX_SEGMENTS = 50_000
@@ -117,22 +117,9 @@ def _too_large(quick: bool) -> dict[str, str]:
 def _graph_names(quick: bool, excluded: dict[str, str], only: str = "") -> list[str]:
     """The graphs to place, in run order; ``only`` (comma-separated names) picks some,
     in its order."""
-    from hlo_go import corpus
-
     if quick:
         return ["gnmt_l2_scan"]
-    names = [n for n in corpus.names() if n not in excluded]
-    if only:
-        picked = [n.strip() for n in only.split(",") if n.strip()]
-        unknown = [n for n in picked if n not in names]
-        if unknown:
-            raise ValueError(f"HLO_GO_MPMD_GRAPHS: not corpus graphs that fit here: {unknown}")
-        return picked
-    rest = sorted(
-        (n for n in names if n not in FIRST),
-        key=lambda n: corpus.info(n)["stages"]["prefusion"]["nodes"],
-    )
-    return [n for n in FIRST if n in names] + rest
+    return corpus_graph_order(FIRST, excluded, only, "HLO_GO_MPMD_GRAPHS")
 
 
 class _Partial:
