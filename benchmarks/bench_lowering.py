@@ -35,7 +35,9 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -208,14 +210,19 @@ def run(*, quick: bool = False) -> dict[str, Any]:
             del per_graph[name]
     todo = [g for g in graphs if g not in per_graph]
     cores = sorted(os.sched_getaffinity(0))[-2:]
+    # Each running graph holds a core of its own until it is done.
+    free_cores: queue.SimpleQueue[int] = queue.SimpleQueue()
+    for cpu in cores:
+        free_cores.put(cpu)
+    lock = threading.Lock()
     started = time.perf_counter()
 
-    def one(index: int, name: str) -> None:
-        cpu = cores[index % len(cores)]
-        _log(f"{name}: start on core {cpu}")
+    def one(name: str) -> None:
         if time.perf_counter() - started > TIME_BUDGET_S:
             _log(f"{name}: skipped (time budget of {TIME_BUDGET_S / 60:.0f} min spent)")
             return
+        cpu = free_cores.get()
+        _log(f"{name}: start on core {cpu}")
         try:
             measured = in_pinned_process(
                 measure_graph, name, repeats=repeats, budget=budget, cpu=cpu
@@ -223,12 +230,15 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         except Exception as error:  # a graph that cannot be measured is reported, not fatal
             _log(f"{name}: failed: {type(error).__name__}: {error}")
             measured = {"graph": name, "error": f"{type(error).__name__}: {error}", "rows": []}
-        per_graph[name] = measured
-        partial_path.write_text(json.dumps(per_graph, indent=1))
+        finally:
+            free_cores.put(cpu)
+        with lock:
+            per_graph[name] = measured
+            partial_path.write_text(json.dumps(per_graph, indent=1))
         _log(f"{name}: done in {measured.get('seconds', 0):.0f} s")
 
     with ThreadPoolExecutor(max_workers=len(cores)) as pool:
-        list(pool.map(one, range(len(todo)), todo))
+        list(pool.map(one, todo))
     return result(per_graph, graphs, repeats=repeats, budget=budget, excluded=excluded)
 
 
