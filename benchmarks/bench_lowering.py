@@ -197,11 +197,12 @@ def run(*, quick: bool = False) -> dict[str, Any]:
     repeats = QUICK_REPEATS if quick else REPEATS
     budget = 200 if quick else SEARCH_BUDGET
     partial_path = PARTIAL.with_suffix(".quick.json") if quick else PARTIAL
+    # Every cached graph stays in the partial file; only ``graphs`` are run and reported.
     per_graph: dict[str, dict[str, Any]] = {}
     if partial_path.exists():
-        per_graph = {k: v for k, v in json.loads(partial_path.read_text()).items() if k in graphs}
+        per_graph = json.loads(partial_path.read_text())
     # Results of an older version, or drawn on other inputs, are measured again.
-    for name in list(per_graph):
+    for name in [g for g in graphs if g in per_graph]:
         if per_graph[name].get("version", 1) != RESULTS_VERSION:
             _log(f"{name}: cached result is of an older version; measuring it again")
             del per_graph[name]
@@ -239,7 +240,8 @@ def run(*, quick: bool = False) -> dict[str, Any]:
 
     with ThreadPoolExecutor(max_workers=len(cores)) as pool:
         list(pool.map(one, todo))
-    return result(per_graph, graphs, repeats=repeats, budget=budget, excluded=excluded)
+    chosen = {k: v for k, v in per_graph.items() if k in graphs}
+    return result(chosen, graphs, repeats=repeats, budget=budget, excluded=excluded)
 
 
 def result(
