@@ -2,9 +2,9 @@
 
 For each corpus training step that fits this host's memory (:func:`graph_names`: six
 families first, then by size; ``HLO_GO_LOWERING_GRAPHS`` picks some; ``--quick``: one
-graph), in a child
-process pinned to one core (:func:`hlo_go.xla.timing.in_pinned_process`) and timed by
-CPU time, so other processes sharing the host do not stretch the figures:
+graph), in a child process pinned to a core of its own
+(:func:`hlo_go.xla.timing.in_pinned_process`) and timed by CPU time, so other processes
+sharing the host do not stretch the figures:
 
 * ``XLA default``: ``jax.jit``'s compile, the reference;
 * ``no-fusion``, ``xla-cpu-like``, ``fuse-all-legal``, ``priority-fusion``: the fusion
@@ -26,9 +26,8 @@ rows, :func:`hlo_go.xla.index_bounds`; floats |N(0, 0.1²)|). Results per graph 
 cached in ``results/lowering.partial.json`` with a digest of their inputs
 (``inputs_sha256``) and :data:`RESULTS_VERSION` so an interrupted run resumes, and a
 graph whose inputs today differ from its cached result's, or measured by an older
-version, is measured again; graphs not
-started within :data:`TIME_BUDGET_S` (env ``HLO_GO_LOWERING_BUDGET_S``) are skipped and
-listed.
+version, is measured again; graphs not started within :data:`TIME_BUDGET_S` (env
+``HLO_GO_LOWERING_BUDGET_S``) are skipped and listed.
 """
 
 from __future__ import annotations

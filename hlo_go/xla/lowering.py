@@ -21,8 +21,8 @@ Decisions come as a baseline name (:func:`hlo_go.baselines.get`: ``"xla-cpu-like
 :data:`HOST_CLUSTER`; on a one-device cluster it decides fusion only and leaves the
 order to XLA, :func:`searched_tasks`), a :class:`~hlo_go.decisions.Decisions` for the
 program's pre-fusion graph (:attr:`Program.graph`), or explicit groups / priorities by
-instruction name. :meth:`Program.default` is XLA's own compile, the reference every lowering is
-checked and timed against (:func:`hlo_go.xla.measure`).
+instruction name. :meth:`Program.default` is XLA's own compile, the reference every
+lowering is checked and timed against (:func:`hlo_go.xla.measure`).
 """
 
 from __future__ import annotations
@@ -465,8 +465,9 @@ class Program:
         compiled, order = compile_hooked(
             self._compile, self.name, module=module, priority=priority, platform=self.platform
         )
-        order_label = _label(schedule) if priority is not None or schedule is None else "xla"
-        label = f"fusion={_label(fusion)}, schedule={order_label}"
+        # A schedule that resolved to no priorities (``"searched"`` on one device) is XLA's.
+        ordered_by = "xla" if schedule is not None and priority is None else _label(schedule)
+        label = f"fusion={_label(fusion)}, schedule={ordered_by}"
         return Executable(
             compiled,
             self._call_of(compiled),
