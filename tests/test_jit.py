@@ -255,3 +255,33 @@ def test_shipped_policies_load_and_decide(tmp_path):
     record = f.records[0]
     assert record.method.startswith("policy go_host_cpu"), record
     assert record.correct is True
+
+
+def test_an_order_the_simulator_cannot_tell_apart_is_not_imposed(tmp_path, monkeypatch):
+    """On one device a search's or policy's order is arbitrary: XLA keeps its own. A
+    baseline's order, or any order on several devices, is imposed."""
+    from hlo_go.api.decide import decides_order
+    from hlo_go.xla import Program
+
+    assert not decides_order(Options(policy="searched"))
+    assert not decides_order(Options(policy="host-cpu"))
+    assert decides_order(Options(policy="searched", cluster="p100x4"))
+    assert decides_order(Options(policy="critical-path+xla-cpu-like"))
+    assert not decides_order(Options(policy="critical-path+xla-cpu-like", tasks=("fusion",)))
+
+    schedules = []
+    lower = Program.lower
+
+    def recording(self, *args, **kwargs):
+        schedules.append(kwargs.get("schedule"))
+        return lower(self, *args, **kwargs)
+
+    monkeypatch.setattr(Program, "lower", recording)
+    params, batch = mlp_args()
+    for policy in ("searched", "critical-path+xla-cpu-like"):
+        options = Options(cache_dir=tmp_path, policy=policy, budget=50, measure=False)
+        f = hlo_go.jit(mlp_step, options=options)
+        assert_same(f(params, batch), jax.jit(mlp_step)(params, batch))
+        assert f.records[0].kept == HLO_GO
+    searched, baseline = schedules
+    assert searched is None and baseline is not None

@@ -86,3 +86,25 @@ def decide(program: Program, options: Options) -> Decided:
         method = options.policy if options.policy != SEARCHED else "searched (simulated annealing)"
     simulated = float(simulate(graph, cluster, decisions).step_time)
     return Decided(decisions, method, simulated, time.perf_counter() - began)
+
+
+def decides_order(options: Options) -> bool:
+    """Whether the decisions :func:`decide` makes under ``options`` choose the entry's
+    order for step time, so that :func:`hlo_go.jit` imposes it.
+
+    A search or a policy is scored by the simulator, and on a one-device cluster the
+    simulator is indifferent to the order (one kernel at a time, nothing moved): their
+    order there is arbitrary, and XLA keeps its own (:func:`hlo_go.xla.searched_tasks`).
+    A baseline heuristic's order is its method's own choice and is imposed.
+
+    Returns:
+      False when ``options.tasks`` leaves out scheduling, or the order would be arbitrary.
+    """
+    from hlo_go.sim import get_cluster
+    from hlo_go.xla import searched_tasks
+
+    if "scheduling" not in options.tasks:
+        return False
+    if options.policy == SEARCHED or is_policy(options.policy):
+        return "scheduling" in searched_tasks(get_cluster(options.cluster))
+    return True

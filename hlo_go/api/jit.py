@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 
 from hlo_go.api.cache import DecisionCache, fingerprint
-from hlo_go.api.decide import decide
+from hlo_go.api.decide import decide, decides_order
 from hlo_go.api.options import Options
 from hlo_go.api.record import HLO_GO, JAX_JIT, Record
 from hlo_go.api.signature import Signature, resolve_static
@@ -182,7 +182,7 @@ class OptimizedFunction:
         began = time.perf_counter()
         executable = program.lower(
             fusion=decisions if "fusion" in options.tasks else "xla-cpu-like",
-            schedule=decisions if "scheduling" in options.tasks else None,
+            schedule=decisions if decides_order(options) else None,
             cluster=options.cluster,
             seed=options.seed,
         )

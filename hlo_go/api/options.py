@@ -28,7 +28,8 @@ class Options:
     policy: str = "host-cpu"
     # The decisions lowered into XLA's compile: a subset of ("fusion", "scheduling").
     # Without "fusion" the XLA:CPU-like fusion heuristic fuses; without "scheduling"
-    # XLA keeps its own order.
+    # XLA keeps its own order (so it does for a search's or policy's order on a
+    # one-device cluster, which the simulator cannot tell apart: decide.decides_order).
     tasks: tuple[str, ...] = LOWERABLE_TASKS
     # The simulator's cluster preset the decisions are made for (one core of this host).
     cluster: str = "host-cpu-1"
