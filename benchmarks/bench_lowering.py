@@ -39,6 +39,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
@@ -202,7 +203,10 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         per_graph = json.loads(partial_path.read_text())
     # Results of an older version, or drawn on other inputs, are measured again.
     for name in [g for g in graphs if g in per_graph]:
-        if per_graph[name].get("version", 1) != RESULTS_VERSION:
+        if "error" in per_graph[name]:
+            _log(f"{name}: failed last time ({per_graph[name]['error'][:60]}); trying again")
+            del per_graph[name]
+        elif per_graph[name].get("version", 1) != RESULTS_VERSION:
             _log(f"{name}: cached result is of an older version; measuring it again")
             del per_graph[name]
         elif per_graph[name].get("inputs_sha256") != current_inputs_digest(name):
@@ -228,8 +232,14 @@ def run(*, quick: bool = False) -> dict[str, Any]:
                 measure_graph, name, repeats=repeats, budget=budget, cpu=cpu
             )
         except Exception as error:  # a graph that cannot be measured is reported, not fatal
-            _log(f"{name}: failed: {type(error).__name__}: {error}")
-            measured = {"graph": name, "error": f"{type(error).__name__}: {error}", "rows": []}
+            message = f"{type(error).__name__}: {error}"
+            if isinstance(error, BrokenProcessPool):
+                message = (
+                    "the measuring process died (a signal: see dmesg; XLA's compile "
+                    "overflowing its stack, or out of memory)"
+                )
+            _log(f"{name}: failed: {message}")
+            measured = {"graph": name, "error": message, "rows": [], "version": RESULTS_VERSION}
         finally:
             free_cores.put(cpu)
         with lock:
@@ -305,6 +315,7 @@ def result(
         "repeats": repeats,
         "search_budget": budget,
         "graphs_measured": ", ".join(g for g in graphs if per_graph.get(g, {}).get("rows")),
+        "graphs_failed": ", ".join(g for g in graphs if "error" in per_graph.get(g, {})) or "none",
         "graphs_skipped": ", ".join(g for g in graphs if g not in per_graph) or "none",
         "graphs_excluded": excluded or {},
         "rows": rows,
@@ -328,7 +339,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     cached = json.loads(PARTIAL.read_text()).items()
     per_graph = {
-        k: v for k, v in cached if v.get("rows") and v.get("version", 1) == RESULTS_VERSION
+        k: v
+        for k, v in cached
+        if (v.get("rows") or "error" in v) and v.get("version", 1) == RESULTS_VERSION
     }
     excluded = corpus_graphs_too_large(MEMORY_FRACTION)
     graphs = graph_names(excluded)
