@@ -244,6 +244,43 @@ def test_agent_batches_agree_with_one_network_pass_per_sample(graph):
     assert len(set(np.round(log_prob, 3))) == 3  # three different decision sets
 
 
+def test_heuristic_prior_is_decided_greedily_and_explored_around(graph, tmp_path):
+    """With ``prior_method``, the all-prior action is the heuristic's decisions exactly;
+    a fresh policy with a large prior bias decides them greedily, in training and
+    zero-shot from its checkpoint; samples stay near them."""
+    from hlo_go.rl import agent_for
+    from hlo_go.rl.compare import best, run_baselines
+    from hlo_go.rl.prior import prior_decisions
+
+    cluster = get_cluster("v100x4")
+    top = best(run_baselines(graph, cluster))
+    method, prior = prior_decisions(graph, cluster, "best")
+    assert method == top.method
+    assert simulate(graph, cluster, prior).step_time == pytest.approx(top.step_time, rel=1e-9)
+    assert prior.schedule_priority.max() <= 1 and prior.fusion_priority.max() <= 1
+
+    config = _tiny_config(prior_method="best", prior_bias=8.0)
+    env = GraphEnv(graph, cluster, TINY, config.tasks, prior=prior, prior_bias=8.0)
+    assert set(env.inputs.graphs.nodes) >= {"prior_placement", "prior_fusion", "prior_weight"}
+    agent = agent_for(config)
+    params = agent.policy.init(jax.random.key(0), env.inputs, config.max_devices)
+    (greedy,) = env.decisions(agent.greedy(params, env))
+    np.testing.assert_array_equal(greedy.placement, prior.placement)
+    np.testing.assert_array_equal(greedy.schedule_priority, prior.schedule_priority)
+    np.testing.assert_array_equal(greedy.fusion_priority, prior.fusion_priority)
+    actions, _, _ = agent.sample(params, env, jax.random.key(1), 8)
+    same = [np.mean(d.placement == prior.placement) for d in env.decisions(actions)]
+    assert min(same) >= 0.9
+
+    result = train_one(("g", graph), cluster, steps=2, out_dir=tmp_path / "p", config=config)
+    assert result.graphs["g"].best_time <= top.step_time * (1 + 1e-9)
+    assert load_checkpoint(tmp_path / "p").config.prior_method == "best"
+    zero = infer(tmp_path / "p", graph, cluster)
+    assert zero.greedy_time <= top.step_time * 1.05
+    with pytest.raises(ValueError, match="search"):
+        prior_decisions(graph, cluster, "simulated-annealing")
+
+
 # -- checkpoints: resume continues bit-for-bit ------------------------------------------------
 
 
@@ -350,6 +387,10 @@ def test_cli_train_finetune_infer(tmp_path, capsys):
     assert "GO fine-tuned" in capsys.readouterr().out
     assert main(["infer", str(run), hlo, *common]) == 0
     assert "GO zero-shot" in capsys.readouterr().out
+    prior = [*args[:5], str(tmp_path / "prior"), *args[6:], "--prior", "best", "--prior-bias", "8"]
+    assert main([*prior, *common]) == 0
+    config = load_checkpoint(tmp_path / "prior").config
+    assert (config.prior_method, config.prior_bias) == ("best", 8.0)
     # bad input: a clear error and exit code 2
     assert (
         main(["train", "no_such_graph", "--steps", "1", "--out", str(tmp_path / "x"), *common]) == 2

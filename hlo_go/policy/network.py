@@ -82,6 +82,20 @@ class SharedPass(NamedTuple):
     first_logits: jnp.ndarray
 
 
+def with_prior(logits: jnp.ndarray, graphs: jraph.GraphsTuple, task: str) -> jnp.ndarray:
+    """``logits`` (``float32[N, A]``) plus the graph's prior for ``task``, if it has one.
+
+    A prior (:mod:`hlo_go.rl.prior`) is part of the input, not of the parameters:
+    ``nodes["prior_<task>"]`` (``int32[N]``) names each node's prior action, and
+    ``nodes["prior_weight"]`` (``float32[N]``, 0 on padding) is the logit added to it.
+    The policy then learns a residual over the prior's decisions.
+    """
+    if f"prior_{task}" not in graphs.nodes:
+        return logits
+    prior = jax.nn.one_hot(graphs.nodes[f"prior_{task}"], logits.shape[-1], dtype=logits.dtype)
+    return logits + graphs.nodes["prior_weight"][:, None].astype(logits.dtype) * prior
+
+
 class GONetwork(nn.Module):
     """Encoder, graph context, shared task stack, heads and value head.
 
@@ -200,6 +214,7 @@ class GONetwork(nn.Module):
             if k > 0:
                 z = self.stack(x + self.task_embedding[k], mask, shared.modulation[k])
                 logits = self.heads[task](z)
+            logits = with_prior(logits, graphs, task)
             given = None if actions is None else actions[task]
             choice: Choice
             if task == "placement":

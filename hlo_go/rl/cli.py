@@ -91,6 +91,8 @@ def build_config(args: argparse.Namespace, base: Any = None) -> Any:
         ("seed", "seed"),
         ("switch_every", "switch_every"),
         ("graphs_per_batch", "graphs_per_batch"),
+        ("prior", "prior_method"),
+        ("prior_bias", "prior_bias"),
     ):
         if getattr(args, flag, None) is not None:
             data[field] = getattr(args, flag)
@@ -120,6 +122,11 @@ def _add_training(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, help="random seed (default 0)")
     p.add_argument("--lr", type=float, help="learning rate (default 1e-3)")
     p.add_argument("--config", help="JSON file of TrainConfig fields")
+    p.add_argument(
+        "--prior",
+        help="learn a residual over a heuristic: 'best' or a baseline name (hlo_go.rl.prior)",
+    )
+    p.add_argument("--prior-bias", type=float, help="the prior's logit bias (e.g. 6)")
 
 
 def add_train_commands(subparsers: Any) -> None:

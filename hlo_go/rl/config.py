@@ -41,6 +41,12 @@ class TrainConfig:
     # (0: the network's own initialization, as in the paper). Not applied to parameters
     # loaded from a checkpoint.
     prior_bias: float = 0.0
+    # A heuristic prior instead (hlo_go.rl.prior): "best" (the fastest standard heuristic
+    # on each graph) or a non-search baseline name. Each graph's policy input then carries
+    # that heuristic's decisions and the logits get prior_bias on each node's prior action,
+    # for fresh and loaded parameters alike: the policy learns a residual over it. "":
+    # the parameter prior above.
+    prior_method: str = ""
     # Which end of the fusion head the prior leans to: "all" (the highest bin: fuse every
     # legal edge; good where launches dominate, e.g. GPUs) or "none" (bin 0: fuse nothing,
     # the reference; good where a wrong fusion is costly, e.g. a matmul fused on a CPU).

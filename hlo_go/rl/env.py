@@ -18,6 +18,7 @@ from hlo_go.decisions import Decisions
 from hlo_go.graph import OpGraph
 from hlo_go.policy import TASKS, PolicyConfig, PolicyInput, bin_values, prepare_input
 from hlo_go.policy.actions import priorities_to_bins
+from hlo_go.rl.prior import with_prior_input
 from hlo_go.rl.reward import RewardConfig, rewards
 from hlo_go.sim import Cluster, simulate, simulate_batch
 
@@ -66,6 +67,8 @@ class GraphEnv:
       reward_config: the OOM penalty.
       reference_time: ``t_ref`` of the reward (default: the step time of
         :meth:`Decisions.default`, one device, FIFO, no fusion).
+      prior: a heuristic's decisions the policy's logits lean to (:mod:`hlo_go.rl.prior`).
+      prior_bias: the logit added to each node's prior action.
 
     Raises:
       ValueError: bad tasks, or ``fixed`` invalid for the graph and cluster.
@@ -82,6 +85,8 @@ class GraphEnv:
         fixed: Decisions | None = None,
         reward_config: RewardConfig = _DEFAULT_REWARD,
         reference_time: float | None = None,
+        prior: Decisions | None = None,
+        prior_bias: float = 0.0,
     ) -> None:
         self.graph = graph
         self.cluster = cluster
@@ -91,6 +96,17 @@ class GraphEnv:
         self.fixed = (fixed or Decisions.default(graph)).validate(graph, cluster.num_devices)
         self.inputs: PolicyInput = prepare_input(graph, policy_config)
         bins = policy_config.priority_bins
+        self.prior = None if prior is None else prior.validate(graph, cluster.num_devices)
+        if self.prior is not None:
+            self.inputs = with_prior_input(self.inputs, self.prior, bins=bins, weight=prior_bias)
+            self._prior_priorities = {
+                "scheduling": np.asarray(self.prior.schedule_priority, np.float32),
+                "fusion": np.asarray(self.prior.fusion_priority, np.float32),
+            }
+            self._prior_bins = {
+                task: priorities_to_bins(values, bins)
+                for task, values in self._prior_priorities.items()
+            }
         self._bin_values = bin_values(bins)
         self.fixed_actions: dict[str, np.ndarray] = {
             "placement": self.inputs.to_positions(self.fixed.placement.astype(np.int32)),
@@ -129,17 +145,29 @@ class GraphEnv:
                 else self.fixed.placement
             )
             schedule = (
-                self._bin_values[self.inputs.to_nodes(np.asarray(actions["scheduling"][k]))]
+                self._priorities(actions["scheduling"][k], "scheduling")
                 if "scheduling" in self.tasks
                 else self.fixed.schedule_priority
             )
             fusion = (
-                self._bin_values[self.inputs.to_nodes(np.asarray(actions["fusion"][k]))]
+                self._priorities(actions["fusion"][k], "fusion")
                 if "fusion" in self.tasks
                 else self.fixed.fusion_priority
             )
             out.append(Decisions(placement, schedule, fusion))
         return out
+
+    def _priorities(self, actions: np.ndarray, task: str) -> np.ndarray:
+        """Per-position bins → per-node priorities. With a prior, a node whose bin is
+        its prior bin keeps the prior's exact priority (bins would lose the order of
+        the heuristic's schedule and fusion), so the all-prior action is the
+        heuristic's decisions exactly."""
+        bins = self.inputs.to_nodes(np.asarray(actions))
+        values = self._bin_values[bins]
+        if self.prior is None:
+            return values
+        exact = self._prior_priorities[task]
+        return np.where(bins == self._prior_bins[task], exact, values).astype(np.float32)
 
     def score(self, decisions: Sequence[Decisions]) -> Scores:
         """Simulates the decisions (:func:`hlo_go.sim.simulate_batch`) and rewards them.

@@ -52,6 +52,7 @@ from hlo_go.rl.config import TrainConfig
 from hlo_go.rl.env import GraphEnv, Scores
 from hlo_go.rl.metrics import MetricsLogger
 from hlo_go.rl.ppo import PPOBatch, PPOConfig, make_optimizer
+from hlo_go.rl.prior import prior_decisions
 from hlo_go.sim import Cluster, simulate
 
 MAX_FINETUNE_STEPS = 50
@@ -161,7 +162,7 @@ def apply_prior(params: Any, config: TrainConfig) -> Any:
     """Fresh parameters with ``config.prior_bias`` added to the placement head's device-0
     logit and the fusion head's highest-bin logit (bin 0 with ``prior_fusion="none"``; see
     :class:`TrainConfig`)."""
-    if config.prior_bias == 0:
+    if config.prior_bias == 0 or config.prior_method:
         return params
     bias = config.prior_bias
     heads = params["params"]
@@ -372,6 +373,9 @@ def _make_envs(
     envs = []
     for name, graph in _named(graphs):
         fixed_one = fixed.get(name) if isinstance(fixed, dict) else fixed
+        prior = None
+        if config.prior_method:
+            _, prior = prior_decisions(graph, cluster, config.prior_method)
         envs.append(
             GraphEnv(
                 graph,
@@ -381,6 +385,8 @@ def _make_envs(
                 name=name,
                 fixed=fixed_one,
                 reward_config=config.reward,
+                prior=prior,
+                prior_bias=config.prior_bias,
             )
         )
     return envs
