@@ -157,12 +157,13 @@ def _iteration_timing(name: str, repeats: int) -> dict[str, Any]:
     }
 
 
-def _progress_path() -> Path:
-    return Path(os.environ.get("RL_PROGRESS", RESULTS_DIR / "rl.progress.json"))
+def _progress_path(quick: bool) -> Path:
+    default = RESULTS_DIR / ("rl.progress.quick.json" if quick else "rl.progress.json")
+    return Path(os.environ.get("RL_PROGRESS", default))
 
 
-def _save_progress(state: dict[str, Any]) -> None:
-    _progress_path().write_text(json.dumps(state, indent=1, default=float))
+def _save_progress(state: dict[str, Any], quick: bool) -> None:
+    _progress_path(quick).write_text(json.dumps(state, indent=1, default=float))
 
 
 def _plots(state: dict[str, Any], suffix: str) -> list[str]:
@@ -373,7 +374,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
             f"{sa_final * 1e3:.4g} ms in {sa.seconds:.1f} s; convergence ratio {ratio:.3g}"
             f"{'' if go_reach is not None else ' (not reached: lower bound)'}"
         )
-        _save_progress(state)
+        _save_progress(state, quick)
 
     # -- leave-one-family-out: pre-train, zero-shot, fine-tune ------------------------------
     pre_config = config.replace(switch_every=20, graphs_per_batch=2)
@@ -421,7 +422,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
             f"held out {name}: zero-shot {zero.step_time * 1e3:.4g} ms, fine-tuned "
             f"{f.best_time * 1e3:.4g} ms, GO-one {go['go_one_time'] * 1e3:.4g} ms"
         )
-        _save_progress(state)
+        _save_progress(state, quick)
 
     # -- joint vs sequential ---------------------------------------------------------------
     for name in cfg["JOINT_GRAPHS"] if "joint" in phases else ():
@@ -449,7 +450,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
             "speedup": stage_times["fusion"] / joint,
         }
         _log(f"joint vs sequential {name}: {stage_times} vs joint {joint * 1e3:.4g} ms")
-        _save_progress(state)
+        _save_progress(state, quick)
 
     # -- iteration time on a 10k-node graph ----------------------------------------------
     state["run_s"] = time.perf_counter() - began
@@ -458,7 +459,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         state["iteration"] = timing
         _log(f"iteration on {timing['graph']}: {timing['total_median_s']:.2f} s")
         state["run_s"] = time.perf_counter() - began
-        _save_progress(state)
+        _save_progress(state, quick)
     return _summarize(state, quick, time.perf_counter() - began)
 
 
