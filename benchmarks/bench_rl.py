@@ -7,7 +7,7 @@ slow cores shared with other work, so the full run is scaled down to fit in abou
 hour; the exact subset and step counts are in the result (``setup``) and below.
 
 * **GO-one** (:func:`hlo_go.rl.train_one`, all three tasks jointly, K = 16, 2 PPO
-  epochs, Adam 1e-3) with a heuristic prior (``prior_method="best"``, ``prior_bias`` 6,
+  epochs, Adam 1e-4) with a heuristic prior (``prior_method="best"``, ``prior_bias`` 6,
   :mod:`hlo_go.rl.prior`: the policy learns a residual over the graph's fastest
   heuristic, whose decisions are its greedy ones at the start): ``GO_ONE_STEPS`` = 150
   steps on each graph of ``GRAPHS``: the smallest graph of four of the corpus's nine

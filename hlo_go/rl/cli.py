@@ -120,7 +120,7 @@ def _add_training(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tasks", help="comma-separated subset of placement,scheduling,fusion")
     p.add_argument("--samples", type=int, help="K, samples per graph per step (default 16)")
     p.add_argument("--seed", type=int, help="random seed (default 0)")
-    p.add_argument("--lr", type=float, help="learning rate (default 1e-3)")
+    p.add_argument("--lr", type=float, help="learning rate (default 1e-4)")
     p.add_argument("--config", help="JSON file of TrainConfig fields")
     p.add_argument(
         "--prior",
