@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 from rich.table import Table
 
+from hlo_go.decisions import Decisions
 from hlo_go.graph import OpGraph
 from hlo_go.sim import Cluster
 
@@ -49,6 +50,7 @@ def run_baselines(
     seed: int = 0,
     budget: int | None = None,
     time_limit: float | None = None,
+    decisions_out: list[Decisions] | None = None,
 ) -> list[MethodTime]:
     """Runs baselines on a graph and simulates their decisions.
 
@@ -59,6 +61,7 @@ def run_baselines(
       seed: their seed.
       budget: a search's evaluations.
       time_limit: a search's wall-clock limit, seconds.
+      decisions_out: if given, each method's decisions are appended to it, in order.
 
     Returns:
       One :class:`MethodTime` per method, in order.
@@ -67,7 +70,10 @@ def run_baselines(
 
     rows = []
     for method in heuristic_names() if methods is None else methods:
-        row = run_method(graph, cluster, method, seed=seed, budget=budget, time_limit=time_limit)
+        row = run_method(
+            graph, cluster, method, seed=seed, budget=budget, time_limit=time_limit,
+            decisions_out=decisions_out,
+        )  # fmt: skip
         rows.append(MethodTime(method, float(row.step_time), bool(row.oom), float(row.seconds)))
     return rows
 

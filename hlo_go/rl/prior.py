@@ -41,19 +41,22 @@ def prior_decisions(graph: OpGraph, cluster: Cluster, method: str) -> tuple[str,
 
     Raises:
       ValueError: a search method (a prior must be cheap and deterministic).
-      KeyError: an unknown method name.
+      hlo_go.baselines.UnknownMethodError: an unknown method name (a ``KeyError``).
     """
     from hlo_go.baselines import get
     from hlo_go.baselines.report import run_method
     from hlo_go.rl.compare import best, run_baselines
 
-    if method == BEST:
-        method = best(run_baselines(graph, cluster)).method
-    if get(method).kind == "search":
-        raise ValueError(f"prior_method {method!r} is a search; a prior must be a heuristic")
     out: list[Decisions] = []
-    run_method(graph, cluster, method, decisions_out=out)
-    decisions = out[0]
+    if method == BEST:
+        rows = run_baselines(graph, cluster, decisions_out=out)
+        chosen = rows.index(best(rows))
+        method, decisions = rows[chosen].method, out[chosen]
+    elif get(method).kind == "search":
+        raise ValueError(f"prior_method {method!r} is a search; a prior must be a heuristic")
+    else:
+        run_method(graph, cluster, method, decisions_out=out)
+        decisions = out[0]
     return method, Decisions(
         decisions.placement,
         _unit_scale(decisions.schedule_priority),
@@ -84,7 +87,7 @@ def prior_nodes(
       ``prior_placement``, ``prior_scheduling``, ``prior_fusion`` (``int32[P]``) and
       ``prior_weight`` (``float32[P]``, 0 on padding).
     """
-    real = np.ones(inputs.num_nodes, np.float32) * np.float32(weight)
+    real = np.full(inputs.num_nodes, weight, np.float32)
     return {
         "prior_placement": inputs.to_positions(decisions.placement.astype(np.int32)),
         "prior_scheduling": inputs.to_positions(
