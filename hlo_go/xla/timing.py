@@ -15,10 +15,11 @@ would count their turns too.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import statistics
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -53,16 +54,44 @@ def default_cpu() -> int:
     return max(os.sched_getaffinity(0))
 
 
+CHILD_STACK_BYTES = 1 << 30
+"""Stack limit a pinned child starts with (1 GiB; the usual default is 8 MiB). glibc
+sizes every thread's stack from this limit, read when the process starts, and XLA
+compiles on its own threads: the compile of a 57,962-node unrolled GNMT step
+overflowed an 8 MiB thread stack (a segfault at the stack pointer). The stacks are
+reserved address space, touched only as deep as a thread goes."""
+
+
 def _pinned_call(cpu: int, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict) -> Any:
+    import faulthandler
+
+    faulthandler.enable()  # a crash in XLA prints the Python stack that led to it
     pin_to_cpu(cpu)
     return fn(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def _stack_limit(size: int) -> Iterator[None]:
+    """Raises this process's soft stack limit to ``size`` (capped by the hard limit)
+    while children started inside inherit it; restores it on exit."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_STACK)
+    want = size if hard == resource.RLIM_INFINITY else min(size, hard)
+    if soft != resource.RLIM_INFINITY and soft < want:
+        resource.setrlimit(resource.RLIMIT_STACK, (want, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_STACK, (soft, hard))
 
 
 def in_pinned_process(fn: Callable[..., Any], *args: Any, cpu: int, **kwargs: Any) -> Any:
     """Runs ``fn(*args, **kwargs)`` in a fresh process pinned to core ``cpu``.
 
     The child starts without JAX initialized (``spawn``), pins itself, and only then
-    creates XLA's CPU client, whose thread pools therefore have that one core. A script
+    creates XLA's CPU client, whose thread pools therefore have that one core. Its
+    threads get :data:`CHILD_STACK_BYTES` of stack. A script
     calling this must guard its top level with ``if __name__ == "__main__":`` (the
     child imports the main module); a child that dies raises ``BrokenProcessPool``.
 
@@ -79,8 +108,9 @@ def in_pinned_process(fn: Callable[..., Any], *args: Any, cpu: int, **kwargs: An
     from concurrent.futures import ProcessPoolExecutor
 
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-        return pool.submit(_pinned_call, cpu, fn, args, kwargs).result()
+    with _stack_limit(CHILD_STACK_BYTES), ProcessPoolExecutor(1, mp_context=context) as pool:
+        future = pool.submit(_pinned_call, cpu, fn, args, kwargs)
+    return future.result()
 
 
 @dataclass(frozen=True)
