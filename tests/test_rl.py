@@ -3,6 +3,7 @@ resume, TensorBoard files, and the train / finetune / infer CLI."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import jax
@@ -13,7 +14,7 @@ import pytest
 from hlo_go.decisions import Decisions
 from hlo_go.graph import build_graph
 from hlo_go.hlo import load_hlo
-from hlo_go.policy import PolicyConfig
+from hlo_go.policy import TASKS, PolicyConfig
 from hlo_go.rl import (
     GraphEnv,
     PPOBatch,
@@ -88,6 +89,30 @@ def test_clipped_surrogate_gradient_vanishes_outside_the_clip_range():
     np.testing.assert_allclose(jax.grad(loss)(jnp.array([0.5, -0.5])), [0.0, 0.0])
     # inside the range: d/dlp of -mean(r A) = -r A / 2
     np.testing.assert_allclose(jax.grad(loss)(jnp.zeros(2)), [-0.5, 0.5], rtol=1e-6)
+
+
+def test_per_decision_ratio_matches_hand_computation():
+    """Each decision has its own ratio, clipped on its own and weighted by its sample's
+    advantage; decisions of weight 0 (padding) do not count."""
+    # sample 0: decisions with ratios 2.0, 1.0 (and a padding row); sample 1: 0.5, 1.1
+    old = jnp.log(jnp.array([[0.25, 0.5, 0.9], [0.4, 0.5, 0.9]]))
+    new = jnp.log(jnp.array([[0.5, 0.5, 0.1], [0.2, 0.55, 0.1]]))
+    weights = jnp.array([[1.0, 1.0, 0.0], [1.0, 1.0, 0.0]])
+    adv = jnp.array([1.0, -2.0])
+    loss, kl, clip = clipped_surrogate(new, old, adv, 0.2, weights)
+    # min(r A, clip(r) A): min(2, 1.2) = 1.2; 1.0; min(-1, -1.6) = -1.6; min(-2.2, -2.2)
+    np.testing.assert_allclose(loss, -(1.2 + 1.0 - 1.6 - 2.2) / 4, rtol=1e-6)
+    np.testing.assert_allclose(clip, 2 / 4, rtol=1e-6)
+    lr = np.log([[0.5 / 0.25, 1.0], [0.2 / 0.4, 0.55 / 0.5]])
+    np.testing.assert_allclose(kl, -lr.mean(), rtol=1e-5)
+    # a clipped decision has no gradient; the others keep theirs (the joint ratio of
+    # sample 0, 2.0, would have clipped both)
+    grad = jax.grad(lambda lp: clipped_surrogate(lp, old, adv, 0.2, weights)[0])(old)
+    np.testing.assert_allclose(grad, [[-0.25, -0.25, 0.0], [0.5, 0.5, 0.0]], rtol=1e-6)
+    grad = jax.grad(lambda lp: clipped_surrogate(lp, old, adv, 0.2, weights)[0])(new)
+    np.testing.assert_allclose(grad[0], [0.0, -0.25, 0.0], rtol=1e-6)
+    with pytest.raises(ValueError, match="ratio"):
+        PPOConfig(ratio="joint")
 
 
 def test_normalize_advantages_and_bad_minibatch():
@@ -244,6 +269,34 @@ def test_agent_batches_agree_with_one_network_pass_per_sample(graph):
     assert len(set(np.round(log_prob, 3))) == 3  # three different decision sets
 
 
+def test_per_decision_log_probs_sum_to_the_samples(graph):
+    """With ``ratio="decision"`` the agent's log-probabilities are per decision, under jit
+    and eagerly: summed over the counted rows they are the per-sample ones, and padding
+    rows and colocated non-leaders do not count."""
+    from hlo_go.rl import agent_for
+
+    sample = TrainConfig(samples=2, progress=False, policy=TINY)
+    decision = sample.replace(ppo=dataclasses.replace(sample.ppo, ratio="decision"))
+    env = GraphEnv(graph, get_cluster("v100x4"), TINY, sample.tasks)
+    params = agent_for(sample).policy.init(jax.random.key(0), env.inputs, sample.max_devices)
+    agent = agent_for(decision)
+    actions, rows, _ = agent.sample(params, env, jax.random.key(1), 2)
+    weights = agent.weights(env, 2)
+    size = env.inputs.bucket[0]
+    assert rows.shape == weights.shape == (2, len(sample.tasks) * size)
+    assert agent_for(sample).weights(env, 2) is None
+    total, _, _ = agent_for(sample).evaluate(params, env, actions)
+    np.testing.assert_allclose(rows.sum(1), total, rtol=1e-4, atol=1e-3)
+    np.testing.assert_array_equal(rows[weights == 0], 0.0)
+    # scheduling and fusion count every real node; placement one row per group
+    real = int(np.asarray(env.inputs.graphs.nodes["mask"]).sum())
+    groups = len(set(np.asarray(env.inputs.graphs.nodes["colocation_group"])[:real]))
+    assert weights[0].sum() == 2 * real + groups
+    with jax.disable_jit():
+        eager, _, _ = agent.evaluate(params, env, actions)
+    np.testing.assert_allclose(eager, rows, rtol=1e-4, atol=1e-4)
+
+
 def test_heuristic_prior_is_decided_greedily_and_explored_around(graph, tmp_path):
     """With ``prior_method``, the all-prior action is the heuristic's decisions exactly;
     a fresh policy with a large prior bias decides them greedily, in training and
@@ -284,9 +337,46 @@ def test_heuristic_prior_is_decided_greedily_and_explored_around(graph, tmp_path
 # -- checkpoints: resume continues bit-for-bit ------------------------------------------------
 
 
-def test_resume_continues_identically(graph, tmp_path):
+def test_the_prior_follows_the_best_decisions_seen(graph):
+    """With an incumbent prior, the prior moves to the best decisions seen when they beat
+    it (not to slower ones), and the greedy action of a strongly biased policy follows it."""
+    from hlo_go.rl import agent_for
+    from hlo_go.rl.prior import prior_decisions
+
+    cluster = get_cluster("v100x4")
+    prior = Decisions.default(graph)  # one device, FIFO, no fusion
+    _, faster = prior_decisions(graph, cluster, "best")
+    zigzag = prior._replace(placement=(graph.colocation_group % 2).astype(np.int32))
+    env = GraphEnv(graph, cluster, TINY, TASKS, prior=prior, prior_bias=30.0)
+    assert env.prior_time == pytest.approx(simulate(graph, cluster, prior).step_time)
+    assert not env.follow_best()  # nothing seen yet
+    env.score([zigzag])
+    assert env.best_time > env.prior_time and not env.follow_best()
+    assert env.prior is prior
+    env.score([faster])
+    assert env.best_time < env.prior_time
+    assert env.follow_best() and env.prior is env.best
+    assert env.prior_time == env.best_time
+    config = _tiny_config(prior_method="best", prior_bias=30.0)
+    agent = agent_for(config)
+    params = agent.policy.init(jax.random.key(0), env.inputs, config.max_devices)
+    (greedy,) = env.decisions(agent.greedy(params, env))
+    np.testing.assert_array_equal(greedy.placement, faster.placement)
+    np.testing.assert_array_equal(greedy.schedule_priority, faster.schedule_priority)
+    np.testing.assert_array_equal(greedy.fusion_priority, faster.fusion_priority)
+    with pytest.raises(ValueError, match="prior_method"):
+        TrainConfig(prior_follows_best=True)
+
+
+@pytest.mark.parametrize("variant", ["default", "incumbent prior, per-decision ratio"])
+def test_resume_continues_identically(graph, tmp_path, variant):
     cluster = get_cluster("v100x4")
     config = _tiny_config(checkpoint_every=2, eval_every=2)
+    if variant != "default":
+        ppo = dataclasses.replace(config.ppo, ratio="decision")
+        config = config.replace(
+            prior_method="best", prior_bias=4.0, prior_follows_best=True, ppo=ppo
+        )
     full = train_one(("g", graph), cluster, steps=4, out_dir=tmp_path / "a", config=config)
     train_one(("g", graph), cluster, steps=2, out_dir=tmp_path / "b", config=config)
     assert load_checkpoint(tmp_path / "b").step == 2

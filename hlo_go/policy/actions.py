@@ -54,11 +54,16 @@ class Choice(NamedTuple):
       action: ``int32[N]`` the choice of every row.
       log_prob: ``float32[]`` sum of ``log p(action)`` over counted rows.
       entropy: ``float32[]`` sum of the distributions' entropies over counted rows.
+      row_log_prob: ``float32[N]`` each row's ``log p(action)``, 0 where not counted
+        (``log_prob`` is its sum).
+      counted: ``float32[N]`` 1 for counted rows, 0 for the others.
     """
 
     action: jnp.ndarray
     log_prob: jnp.ndarray
     entropy: jnp.ndarray
+    row_log_prob: jnp.ndarray
+    counted: jnp.ndarray
 
 
 def choose(
@@ -93,7 +98,8 @@ def choose(
     chosen = jnp.take_along_axis(log_p, action[:, None], axis=-1)[:, 0]
     entropy = -(jnp.exp(log_p) * log_p).sum(-1)
     weight = counted.astype(log_p.dtype)
-    return Choice(action, (chosen * weight).sum(), (entropy * weight).sum())
+    rows = chosen * weight
+    return Choice(action, rows.sum(), (entropy * weight).sum(), rows, weight)
 
 
 def inverse_cdf_sample(uniform: jnp.ndarray, probs: jnp.ndarray, valid: jnp.ndarray) -> jnp.ndarray:
@@ -127,6 +133,13 @@ def _first_max(logits: jnp.ndarray) -> jnp.ndarray:
     return jnp.where(logits == best, index, logits.shape[-1]).min(-1).astype(jnp.int32)
 
 
+def group_leaders(group: jnp.ndarray, mask: jnp.ndarray) -> jnp.ndarray:
+    """``bool[N]``: the real rows that name their colocation group (one per group), the
+    rows whose placement is counted (works on NumPy and JAX arrays alike)."""
+    rows = np.arange(group.shape[0], dtype=group.dtype)
+    return mask & (group == rows)
+
+
 def choose_colocated(
     logits: jnp.ndarray,
     valid: jnp.ndarray,
@@ -151,6 +164,5 @@ def choose_colocated(
     """
     n = logits.shape[0]
     pooled = jraph.segment_mean(logits, group, n)  # row g: mean over group g
-    leader = mask & (group == jnp.arange(n, dtype=group.dtype))
-    choice = choose(pooled, valid, leader, uniform=uniform, given=given)
+    choice = choose(pooled, valid, group_leaders(group, mask), uniform=uniform, given=given)
     return choice._replace(action=choice.action[group])

@@ -14,6 +14,10 @@ bucket (:func:`hlo_go.policy.policy_bucket`). :meth:`GOAgent.grads` and
 :meth:`GOAgent.apply_grads` split the update step in two, for data-parallel training
 (:mod:`hlo_go.rl.distributed`), which averages the gradients in between.
 
+With ``ppo.ratio == "decision"`` the log-probabilities are per decision: ``[K, R]``
+with ``R = len(tasks) * P`` (the learned tasks' rows, in ``tasks`` order), and
+:meth:`GOAgent.weights` says which of the ``R`` count.
+
 Only the tasks being learned count: the log-probability and entropy of a decision set
 are summed over those tasks, and the other tasks' actions are replaced by the
 environment's fixed decisions before scoring. (The network decides tasks in order,
@@ -33,6 +37,7 @@ import numpy as np
 import optax
 
 from hlo_go.policy import TASKS, GONetwork, GOPolicy
+from hlo_go.policy.actions import group_leaders
 from hlo_go.policy.network import NetworkOutput, SharedPass
 from hlo_go.rl.env import GraphEnv, check_tasks
 from hlo_go.rl.ppo import LossInfo, PPOBatch, PPOConfig, ppo_apply, ppo_grads, ppo_update_step
@@ -82,15 +87,20 @@ class GOAgent:
     ) -> NetworkOutput:
         return self.network.apply(params, shared, graphs, devices, method=GONetwork.decide, **kw)
 
+    def _log_prob(self, out: NetworkOutput) -> jax.Array:
+        """The learned tasks' log-probability: ``float32[]``, or ``float32[R]`` per decision."""
+        if self.ppo.ratio == "decision":
+            return jnp.concatenate([out.row_log_prob[t] for t in self.tasks])
+        return sum(out.log_prob[t] for t in self.tasks)
+
     def _scores(self, params: Params, graphs: Any, devices: jax.Array, actions: Any):
-        """``(log_prob[B], entropy[B], value[B])`` of actions ``[B, P]`` per task."""
+        """``(log_prob[B] or [B, R], entropy[B], value[B])`` of actions ``[B, P]`` per task."""
         shared = self._shared(params, graphs, devices)
 
         def one(acts: dict[str, jax.Array]):
             out = self._decide(params, shared, graphs, devices, actions=acts)
-            log_prob = sum(out.log_prob[t] for t in self.tasks)
             entropy = sum(out.entropy[t] for t in self.tasks)
-            return log_prob, entropy, out.value
+            return self._log_prob(out), entropy, out.value
 
         return jax.lax.map(one, actions)
 
@@ -101,7 +111,7 @@ class GOAgent:
 
         def one(key: jax.Array):
             out = self._decide(params, shared, graphs, devices, key=key)
-            return out.actions, sum(out.log_prob[t] for t in self.tasks), out.value
+            return out.actions, self._log_prob(out), out.value
 
         actions, log_prob, value = jax.lax.map(one, keys)
         if len(self.tasks) < len(TASKS):
@@ -160,7 +170,8 @@ class GOAgent:
 
         Returns:
           ``(actions, log_prob, value)``: task -> ``int32[K, P]`` (fixed tasks already
-          replaced), ``float32[K]`` log-probabilities of the learned tasks, ``float32[K]``.
+          replaced), ``float32[K]`` log-probabilities of the learned tasks (``[K, R]``
+          per decision with ``ppo.ratio == "decision"``), ``float32[K]``.
         """
         keys = jax.random.split(key, count)
         actions, log_prob, value = self._sample_jit(
@@ -168,10 +179,26 @@ class GOAgent:
         )
         return jax.device_get((actions, log_prob, value))
 
+    def weights(self, env: GraphEnv, count: int) -> np.ndarray | None:
+        """Which decisions count, for a :class:`~hlo_go.rl.PPOBatch` of ``count`` samples.
+
+        Returns:
+          ``float32[count, R]`` with ``ppo.ratio == "decision"`` (0 for padding rows and
+          for colocated nodes other than their group's leader), else None.
+        """
+        if self.ppo.ratio != "decision":
+            return None
+        nodes = env.inputs.graphs.nodes
+        mask = np.asarray(nodes["mask"], bool)
+        leaders = group_leaders(np.asarray(nodes["colocation_group"]), mask)
+        rows = np.concatenate([leaders if t == "placement" else mask for t in self.tasks])
+        return np.broadcast_to(rows.astype(np.float32), (count, rows.size))
+
     def evaluate(
         self, params: Params, env: GraphEnv, actions: dict[str, np.ndarray]
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(log_prob, entropy, value)`` (``float32[B]`` each) of per-position actions."""
+        """``(log_prob, entropy, value)`` (``float32[B]`` each; ``log_prob`` is
+        ``[B, R]`` per decision) of per-position actions."""
         return jax.device_get(
             self._score_jit(params, env.inputs.graphs, self._devices(env), actions)
         )

@@ -51,6 +51,10 @@ class TrainConfig:
     # for fresh and loaded parameters alike: the policy learns a residual over it. "":
     # the parameter prior above.
     prior_method: str = ""
+    # With prior_method: after each step, move a graph's prior to the best decisions seen
+    # when they beat it (an incumbent prior), so samples explore around the best so far
+    # rather than around the heuristic. False: the prior stays the heuristic's.
+    prior_follows_best: bool = False
     # Which end of the fusion head the prior leans to: "all" (the highest bin: fuse every
     # legal edge; good where launches dominate, e.g. GPUs) or "none" (bin 0: fuse nothing,
     # the reference; good where a wrong fusion is costly, e.g. a matmul fused on a CPU).
@@ -81,6 +85,8 @@ class TrainConfig:
             raise ValueError(f"prior_bias must be >= 0, got {self.prior_bias}")
         if self.prior_fusion not in ("all", "none"):
             raise ValueError(f"prior_fusion must be 'all' or 'none', got {self.prior_fusion!r}")
+        if self.prior_follows_best and not self.prior_method:
+            raise ValueError("prior_follows_best needs a prior_method")
         if self.checkpoint_every < 0:
             raise ValueError(f"checkpoint_every must be >= 0, got {self.checkpoint_every}")
         mb = self.ppo.minibatch_size

@@ -334,7 +334,11 @@ def data_parallel_pretrain(
                 if config.ppo.normalize_advantages:
                     advantages = normalize_advantages(advantages)
                 batches[w] = PPOBatch(
-                    actions, jnp.asarray(old_log_prob, jnp.float32), advantages, returns
+                    actions,
+                    jnp.asarray(old_log_prob, jnp.float32),
+                    advantages,
+                    returns,
+                    agent.weights(env, config.samples),
                 )
             infos: list[LossInfo] = []
             for epoch in range(config.ppo.epochs):
@@ -359,6 +363,9 @@ def data_parallel_pretrain(
                 w: _greedy(agent, params, step_envs[w])[1] if evaluate else float("nan")
                 for w in local
             }
+            if config.prior_follows_best:
+                for w in local:
+                    step_envs[w].follow_best()
             elapsed += time.perf_counter() - began
             local_stats = [
                 step_stats(step_envs[w], step_scores[w], greedy_times[w], elapsed) for w in local

@@ -67,7 +67,8 @@ class GraphEnv:
       reward_config: the OOM penalty.
       reference_time: ``t_ref`` of the reward (default: the step time of
         :meth:`Decisions.default`, one device, FIFO, no fusion).
-      prior: a heuristic's decisions the policy's logits lean to (:mod:`hlo_go.rl.prior`).
+      prior: a heuristic's decisions the policy's logits lean to (:mod:`hlo_go.rl.prior`);
+        :meth:`follow_best` may later move it to the best decisions seen.
       prior_bias: the logit added to each node's prior action.
 
     Raises:
@@ -94,19 +95,16 @@ class GraphEnv:
         self.tasks = check_tasks(tasks)
         self.reward_config = reward_config
         self.fixed = (fixed or Decisions.default(graph)).validate(graph, cluster.num_devices)
-        self.inputs: PolicyInput = prepare_input(graph, policy_config)
+        self._plain_inputs = prepare_input(graph, policy_config)
+        self.inputs: PolicyInput = self._plain_inputs
         bins = policy_config.priority_bins
-        self.prior = None if prior is None else prior.validate(graph, cluster.num_devices)
-        if self.prior is not None:
-            self.inputs = with_prior_input(self.inputs, self.prior, bins=bins, weight=prior_bias)
-            self._prior_priorities = {
-                "scheduling": np.asarray(self.prior.schedule_priority, np.float32),
-                "fusion": np.asarray(self.prior.fusion_priority, np.float32),
-            }
-            self._prior_bins = {
-                task: priorities_to_bins(values, bins)
-                for task, values in self._prior_priorities.items()
-            }
+        self._bins = bins
+        self._prior_bias = float(prior_bias)
+        self.prior: Decisions | None = None
+        self.prior_time = float("inf")
+        if prior is not None:
+            self.set_prior(prior.validate(graph, cluster.num_devices))
+            self.prior_time = float(simulate(graph, cluster, self.prior).step_time)
         self._bin_values = bin_values(bins)
         self.fixed_actions: dict[str, np.ndarray] = {
             "placement": self.inputs.to_positions(self.fixed.placement.astype(np.int32)),
@@ -125,6 +123,37 @@ class GraphEnv:
         self.best: Decisions | None = None
         self.best_time = float("inf")
         self.best_oom = True
+
+    def set_prior(self, prior: Decisions) -> None:
+        """Makes ``prior`` the decisions the policy's logits lean to (same input shapes,
+        so nothing recompiles)."""
+        self.prior = prior
+        self.inputs = with_prior_input(
+            self._plain_inputs, prior, bins=self._bins, weight=self._prior_bias
+        )
+        self._prior_priorities = {
+            "scheduling": np.asarray(prior.schedule_priority, np.float32),
+            "fusion": np.asarray(prior.fusion_priority, np.float32),
+        }
+        self._prior_bins = {
+            task: priorities_to_bins(values, self._bins)
+            for task, values in self._prior_priorities.items()
+        }
+
+    def follow_best(self) -> bool:
+        """Moves the prior to the best decisions seen, if they fit in memory and are
+        faster than it (an incumbent prior: samples then explore around the best so far).
+
+        Returns:
+          Whether the prior moved (never without a prior).
+        """
+        if self.prior is None or self.best is None or self.best_oom:
+            return False
+        if not self.best_time < self.prior_time:
+            return False
+        self.set_prior(self.best)
+        self.prior_time = self.best_time
+        return True
 
     @property
     def num_devices(self) -> int:

@@ -6,7 +6,9 @@ reuse it (the GO policy of :mod:`hlo_go.rl.trainer`, the pass-ordering agent):
 * an **evaluate function** ``evaluate_fn(params, data) -> (log_prob, entropy, value)``
   that scores a minibatch: ``data`` is any pytree whose leaves have a leading batch
   axis ``B`` (the actions taken, observations, ...), and the three results are
-  ``float32[B]``;
+  ``float32[B]`` — or ``log_prob`` is ``float32[B, R]``, one log-probability per
+  decision of a sample (a sample made of ``R`` decisions, ``log π(a) = Σ_r log π(a_r)``),
+  with the batch's ``weights`` saying which decisions count;
 * an Optax optimizer, usually :func:`make_optimizer` (gradient clipping + Adam).
 
 The loss, for probability ratio ``r = exp(log π(a) - log π_old(a))``, advantages
@@ -16,6 +18,16 @@ values ``V``::
     L = -mean(min(r A, clip(r, 1-ε, 1+ε) A))       clipped surrogate
         + c_v * 0.5 * mean((V - R)^2)             value loss
         - c_e * mean(H)                           entropy bonus
+
+With per-decision log-probabilities the surrogate has one ratio per decision,
+``r_br = exp(log π(a_br) - log π_old(a_br))``, each clipped on its own and weighted by
+its sample's advantage (as token-level PPO does for sequences)::
+
+    L_clip = -Σ_br w_br min(r_br A_b, clip(r_br, 1-ε, 1+ε) A_b) / Σ_br w_br
+
+A sample of thousands of decisions has a joint ratio that leaves ``[1-ε, 1+ε]`` after
+the smallest step, so the joint form clips whole samples at once; the per-decision form
+keeps a trust region per decision (``PPOConfig.ratio``).
 
 :func:`ppo_update_step` takes one gradient step on one minibatch (:func:`ppo_grads`,
 then :func:`ppo_apply`; data-parallel training averages the gradients in between);
@@ -39,6 +51,10 @@ EvaluateFn = Callable[[Params, Any], tuple[jax.Array, jax.Array, jax.Array]]
 """``(params, data) -> (log_prob[B], entropy[B], value[B])`` for a minibatch ``data``."""
 
 
+RATIOS = ("sample", "decision")
+"""The levels of :attr:`PPOConfig.ratio`."""
+
+
 @dataclasses.dataclass(frozen=True)
 class PPOConfig:
     """Hyperparameters of the PPO loss and update."""
@@ -59,6 +75,10 @@ class PPOConfig:
     minibatch_size: int = 0
     # Normalize advantages over the whole batch (zero mean, unit std) before the epochs.
     normalize_advantages: bool = True
+    # "sample": one probability ratio per sample (its decisions' log-probabilities
+    # summed); "decision": one ratio per decision, each clipped on its own (the evaluate
+    # function then returns log_prob[B, R] and the batch carries weights[B, R]).
+    ratio: str = "sample"
 
     def __post_init__(self) -> None:
         if self.clip_epsilon <= 0:
@@ -69,6 +89,8 @@ class PPOConfig:
             raise ValueError(f"epochs must be >= 1, got {self.epochs}")
         if self.minibatch_size < 0:
             raise ValueError(f"minibatch_size must be >= 0, got {self.minibatch_size}")
+        if self.ratio not in RATIOS:
+            raise ValueError(f"ratio must be one of {RATIOS}, got {self.ratio!r}")
         for name in ("value_coef", "entropy_coef"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
@@ -79,15 +101,19 @@ class PPOBatch(NamedTuple):
 
     Attributes:
       data: pytree with leading axis ``B``, passed to the evaluate function.
-      old_log_prob: ``float32[B]`` log-probabilities under the sampling policy.
+      old_log_prob: ``float32[B]`` log-probabilities under the sampling policy, or
+        ``float32[B, R]`` per decision.
       advantages: ``float32[B]``.
       returns: ``float32[B]`` targets of the value function.
+      weights: with per-decision log-probabilities, ``float32[B, R]``: 1 for the
+        decisions that count, 0 for the others (padding); None: all count.
     """
 
     data: Any
     old_log_prob: jax.Array
     advantages: jax.Array
     returns: jax.Array
+    weights: jax.Array | None = None
 
     @property
     def size(self) -> int:
@@ -133,27 +159,43 @@ def normalize_advantages(advantages: jax.Array, eps: float = 1e-8) -> jax.Array:
 
 
 def clipped_surrogate(
-    log_prob: jax.Array, old_log_prob: jax.Array, advantages: jax.Array, clip_epsilon: float
+    log_prob: jax.Array,
+    old_log_prob: jax.Array,
+    advantages: jax.Array,
+    clip_epsilon: float,
+    weights: jax.Array | None = None,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """PPO's clipped surrogate, as a loss to minimize.
 
     Args:
-      log_prob: ``float[B]`` log π(a) under the current parameters.
-      old_log_prob: ``float[B]`` log π_old(a) under the sampling parameters.
+      log_prob: ``float[B]`` log π(a) under the current parameters, or ``float[B, R]``
+        one per decision (each decision then has its own ratio).
+      old_log_prob: the same under the sampling parameters.
       advantages: ``float[B]``.
       clip_epsilon: ε.
+      weights: ``float[B, R]`` (per-decision only): which decisions count; None: all.
 
     Returns:
       ``(loss, approx_kl, clip_fraction)``: ``-mean(min(r A, clip(r, 1-ε, 1+ε) A))``,
-      ``mean(old_log_prob - log_prob)`` and the fraction of ``|r - 1| > ε``.
+      ``mean(old_log_prob - log_prob)`` and the fraction of ``|r - 1| > ε``, the means
+      over samples, or over counted decisions (weighted by ``weights``).
     """
     log_ratio = log_prob - jax.lax.stop_gradient(old_log_prob)
     ratio = jnp.exp(log_ratio)
+    if log_ratio.ndim == 2:
+        advantages = advantages[:, None]
+    if weights is None:
+        weights = jnp.ones_like(log_ratio)
+    total = jnp.maximum(weights.sum(), 1.0)
+
+    def mean(x: jax.Array) -> jax.Array:
+        return (x * weights).sum() / total
+
     unclipped = ratio * advantages
     clipped = jnp.clip(ratio, 1.0 - clip_epsilon, 1.0 + clip_epsilon) * advantages
-    loss = -jnp.mean(jnp.minimum(unclipped, clipped))
-    approx_kl = jnp.mean(-log_ratio)
-    clip_fraction = jnp.mean((jnp.abs(ratio - 1.0) > clip_epsilon).astype(jnp.float32))
+    loss = -mean(jnp.minimum(unclipped, clipped))
+    approx_kl = mean(-log_ratio)
+    clip_fraction = mean((jnp.abs(ratio - 1.0) > clip_epsilon).astype(jnp.float32))
     return loss, jax.lax.stop_gradient(approx_kl), jax.lax.stop_gradient(clip_fraction)
 
 
@@ -175,23 +217,26 @@ def ppo_loss(
     advantages: jax.Array,
     returns: jax.Array,
     config: PPOConfig,
+    weights: jax.Array | None = None,
 ) -> tuple[jax.Array, LossInfo]:
     """The PPO loss from arrays.
 
     Args:
-      log_prob: ``float[B]`` current log-probabilities of the actions taken.
+      log_prob: ``float[B]`` current log-probabilities of the actions taken, or
+        ``float[B, R]`` per decision.
       entropy: ``float[B]`` entropies of the current action distributions.
       values: ``float[B]`` current value estimates.
-      old_log_prob: ``float[B]`` log-probabilities when sampled.
+      old_log_prob: ``log_prob``'s shape, log-probabilities when sampled.
       advantages: ``float[B]`` (used as given: normalize them beforehand if wanted).
       returns: ``float[B]`` value targets.
       config: coefficients and ε.
+      weights: ``float[B, R]``, which decisions count (per-decision only; None: all).
 
     Returns:
       ``(total, info)``.
     """
     policy, approx_kl, clip_fraction = clipped_surrogate(
-        log_prob, old_log_prob, advantages, config.clip_epsilon
+        log_prob, old_log_prob, advantages, config.clip_epsilon, weights
     )
     v_loss = value_loss(values, returns)
     ent = entropy_bonus(entropy)
@@ -227,7 +272,14 @@ def ppo_grads(
     def loss_fn(p: Params) -> tuple[jax.Array, LossInfo]:
         log_prob, entropy, value = evaluate_fn(p, batch.data)
         return ppo_loss(
-            log_prob, entropy, value, batch.old_log_prob, batch.advantages, batch.returns, config
+            log_prob,
+            entropy,
+            value,
+            batch.old_log_prob,
+            batch.advantages,
+            batch.returns,
+            config,
+            batch.weights,
         )
 
     (_, info), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)

@@ -274,6 +274,8 @@ def _train(
         start, elapsed = resume_from.step, resume_from.elapsed
         for env in envs:
             env.restore_best(resume_from.best.get(env.name, {}))
+            if config.prior_follows_best:
+                env.follow_best()  # where the run's prior stood when it was saved
     else:
         params = (
             apply_prior(template, config) if params is None else restore_params(template, params)
@@ -320,11 +322,14 @@ def _train(
                 jnp.asarray(old_log_prob, jnp.float32),
                 returns - jnp.asarray(values, jnp.float32),
                 returns,
+                agent.weights(env, config.samples),
             )
             params, opt_state, infos = agent.update(params, opt_state, env, batch, update_key)
             greedy_time = float("nan")
             if (step + 1) % config.eval_every == 0 or step + 1 == steps:
                 _, greedy_time = _greedy(agent, params, env)
+            if config.prior_follows_best:
+                env.follow_best()
             first = jax.device_get(infos[0])
             elapsed += time.perf_counter() - began
             row = {
