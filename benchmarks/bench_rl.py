@@ -9,7 +9,9 @@ hour; the exact subset and step counts are in the result (``setup``) and below.
 * **GO-one** (:func:`hlo_go.rl.train_one`, all three tasks jointly, K = 16, 2 PPO
   epochs, Adam 1e-4) with a heuristic prior (``prior_method="best"``, ``prior_bias`` 6,
   :mod:`hlo_go.rl.prior`: the policy learns a residual over the graph's fastest
-  heuristic, whose decisions are its greedy ones at the start): ``GO_ONE_STEPS`` = 150
+  heuristic, whose decisions are its greedy ones at the start) that follows the best
+  decisions seen (``prior_follows_best``: an incumbent prior, so samples explore
+  around the best so far): ``GO_ONE_STEPS`` = 150
   steps on each graph of ``GRAPHS``: the smallest graph of four of the corpus's nine
   families (rnnlm, gnmt, gpt2, transformer_xl; 432 to 1,365 nodes). Its result is the
   best decisions seen during training (sampled or greedy). **GO-one from scratch**, the
@@ -75,6 +77,7 @@ FINETUNE_STEPS = 30
 JOINT_GRAPHS = ("rnnlm_l2_scan",)
 PRIOR_METHOD = "best"
 PRIOR_BIAS = 6.0
+PRIOR_FOLLOWS_BEST = True
 SCRATCH_PRIOR_BIAS = 3.0
 TIMING_GRAPH = "inception_v3_small"
 
@@ -282,7 +285,9 @@ def run(*, quick: bool = False) -> dict[str, Any]:
     scratch_config = TrainConfig(
         progress=False, eval_every=5, checkpoint_every=0, prior_bias=SCRATCH_PRIOR_BIAS
     )
-    config = scratch_config.replace(prior_method=PRIOR_METHOD, prior_bias=PRIOR_BIAS)
+    config = scratch_config.replace(
+        prior_method=PRIOR_METHOD, prior_bias=PRIOR_BIAS, prior_follows_best=PRIOR_FOLLOWS_BEST
+    )
     work = Path(tempfile.mkdtemp(prefix="bench_rl_"))
     began = time.perf_counter()
     state: dict[str, Any] = {
@@ -292,6 +297,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
             "samples_per_step": config.samples,
             "prior_method": config.prior_method,
             "prior_bias": config.prior_bias,
+            "prior_follows_best": config.prior_follows_best,
             "scratch_prior_bias": scratch_config.prior_bias,
             "ppo": config.ppo.__dict__,
             "policy": "default PolicyConfig (195k parameters)",

@@ -101,16 +101,16 @@ def test_per_decision_ratio_matches_hand_computation():
     adv = jnp.array([1.0, -2.0])
     loss, kl, clip = clipped_surrogate(new, old, adv, 0.2, weights)
     # min(r A, clip(r) A): min(2, 1.2) = 1.2; 1.0; min(-1, -1.6) = -1.6; min(-2.2, -2.2)
-    np.testing.assert_allclose(loss, -(1.2 + 1.0 - 1.6 - 2.2) / 4, rtol=1e-6)
+    np.testing.assert_allclose(loss, -(1.2 + 1.0 - 1.6 - 2.2) / 2, rtol=1e-6)
     np.testing.assert_allclose(clip, 2 / 4, rtol=1e-6)
     lr = np.log([[0.5 / 0.25, 1.0], [0.2 / 0.4, 0.55 / 0.5]])
     np.testing.assert_allclose(kl, -lr.mean(), rtol=1e-5)
     # a clipped decision has no gradient; the others keep theirs (the joint ratio of
     # sample 0, 2.0, would have clipped both)
     grad = jax.grad(lambda lp: clipped_surrogate(lp, old, adv, 0.2, weights)[0])(old)
-    np.testing.assert_allclose(grad, [[-0.25, -0.25, 0.0], [0.5, 0.5, 0.0]], rtol=1e-6)
+    np.testing.assert_allclose(grad, [[-0.5, -0.5, 0.0], [1.0, 1.0, 0.0]], rtol=1e-6)
     grad = jax.grad(lambda lp: clipped_surrogate(lp, old, adv, 0.2, weights)[0])(new)
-    np.testing.assert_allclose(grad[0], [0.0, -0.25, 0.0], rtol=1e-6)
+    np.testing.assert_allclose(grad[0], [0.0, -0.5, 0.0], rtol=1e-6)
     with pytest.raises(ValueError, match="ratio"):
         PPOConfig(ratio="joint")
 
@@ -478,9 +478,13 @@ def test_cli_train_finetune_infer(tmp_path, capsys):
     assert main(["infer", str(run), hlo, *common]) == 0
     assert "GO zero-shot" in capsys.readouterr().out
     prior = [*args[:5], str(tmp_path / "prior"), *args[6:], "--prior", "best", "--prior-bias", "8"]
-    assert main([*prior, *common]) == 0
+    assert main([*prior, "--follow-best", "--ratio", "decision", *common]) == 0
     config = load_checkpoint(tmp_path / "prior").config
     assert (config.prior_method, config.prior_bias) == ("best", 8.0)
+    assert config.prior_follows_best and config.ppo.ratio == "decision"
+    no_prior = [*args[:5], str(tmp_path / "np"), *args[6:], "--follow-best"]
+    assert main([*no_prior, *common]) == 2
+    assert "prior_follows_best needs a prior_method" in capsys.readouterr().out
     # bad input: a clear error and exit code 2
     assert (
         main(["train", "no_such_graph", "--steps", "1", "--out", str(tmp_path / "x"), *common]) == 2

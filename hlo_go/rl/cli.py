@@ -98,6 +98,10 @@ def build_config(args: argparse.Namespace, base: Any = None) -> Any:
             data[field] = getattr(args, flag)
     if getattr(args, "lr", None) is not None:
         data["ppo"]["learning_rate"] = args.lr
+    if getattr(args, "ratio", None) is not None:
+        data["ppo"]["ratio"] = args.ratio
+    if getattr(args, "follow_best", False):
+        data["prior_follows_best"] = True
     data["progress"] = not args.quiet
     config = TrainConfig.from_dict(data)
     return dataclasses.replace(config)
@@ -127,6 +131,16 @@ def _add_training(p: argparse.ArgumentParser) -> None:
         help="learn a residual over a heuristic: 'best' or a baseline name (hlo_go.rl.prior)",
     )
     p.add_argument("--prior-bias", type=float, help="the prior's logit bias (e.g. 6)")
+    p.add_argument(
+        "--follow-best",
+        action="store_true",
+        help="with --prior: move each graph's prior to the best decisions seen (incumbent)",
+    )
+    p.add_argument(
+        "--ratio",
+        choices=("sample", "decision"),
+        help="PPO probability ratio per sample (default) or per decision",
+    )
 
 
 def add_train_commands(subparsers: Any) -> None:

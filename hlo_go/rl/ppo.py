@@ -23,11 +23,13 @@ With per-decision log-probabilities the surrogate has one ratio per decision,
 ``r_br = exp(log π(a_br) - log π_old(a_br))``, each clipped on its own and weighted by
 its sample's advantage (as token-level PPO does for sequences)::
 
-    L_clip = -Σ_br w_br min(r_br A_b, clip(r_br, 1-ε, 1+ε) A_b) / Σ_br w_br
+    L_clip = -(1/B) Σ_br w_br min(r_br A_b, clip(r_br, 1-ε, 1+ε) A_b)
 
-A sample of thousands of decisions has a joint ratio that leaves ``[1-ε, 1+ε]`` after
-the smallest step, so the joint form clips whole samples at once; the per-decision form
-keeps a trust region per decision (``PPOConfig.ratio``).
+(summed over a sample's decisions, as the joint log-probability is, so the policy's
+gradient keeps its scale next to the value loss's). A sample of thousands of decisions
+has a joint ratio that leaves ``[1-ε, 1+ε]`` after the smallest step, so the joint form
+clips whole samples at once; the per-decision form keeps a trust region per decision
+(``PPOConfig.ratio``).
 
 :func:`ppo_update_step` takes one gradient step on one minibatch (:func:`ppo_grads`,
 then :func:`ppo_apply`; data-parallel training averages the gradients in between);
@@ -178,7 +180,8 @@ def clipped_surrogate(
     Returns:
       ``(loss, approx_kl, clip_fraction)``: ``-mean(min(r A, clip(r, 1-ε, 1+ε) A))``,
       ``mean(old_log_prob - log_prob)`` and the fraction of ``|r - 1| > ε``, the means
-      over samples, or over counted decisions (weighted by ``weights``).
+      over samples; per decision, the loss sums over each sample's counted decisions
+      (then averages over samples) and the other two average over counted decisions.
     """
     log_ratio = log_prob - jax.lax.stop_gradient(old_log_prob)
     ratio = jnp.exp(log_ratio)
@@ -193,7 +196,10 @@ def clipped_surrogate(
 
     unclipped = ratio * advantages
     clipped = jnp.clip(ratio, 1.0 - clip_epsilon, 1.0 + clip_epsilon) * advantages
-    loss = -mean(jnp.minimum(unclipped, clipped))
+    # summed over a sample's decisions, averaged over samples: the gradient has the
+    # joint form's scale (a mean over decisions would shrink the policy's gradient by
+    # the decision count, next to the value loss's)
+    loss = -(jnp.minimum(unclipped, clipped) * weights).sum() / log_ratio.shape[0]
     approx_kl = mean(-log_ratio)
     clip_fraction = mean((jnp.abs(ratio - 1.0) > clip_epsilon).astype(jnp.float32))
     return loss, jax.lax.stop_gradient(approx_kl), jax.lax.stop_gradient(clip_fraction)
