@@ -297,11 +297,24 @@ def test_per_decision_log_probs_sum_to_the_samples(graph):
     np.testing.assert_allclose(eager, rows, rtol=1e-4, atol=1e-4)
 
 
+def _assert_fresh_greedy_is(env: GraphEnv, config: TrainConfig, want: Decisions):
+    """Fresh parameters' greedy decisions on ``env`` are ``want`` exactly; returns the
+    ``(agent, params)``."""
+    from hlo_go.rl import agent_for
+
+    agent = agent_for(config)
+    params = agent.policy.init(jax.random.key(0), env.inputs, config.max_devices)
+    (greedy,) = env.decisions(agent.greedy(params, env))
+    np.testing.assert_array_equal(greedy.placement, want.placement)
+    np.testing.assert_array_equal(greedy.schedule_priority, want.schedule_priority)
+    np.testing.assert_array_equal(greedy.fusion_priority, want.fusion_priority)
+    return agent, params
+
+
 def test_heuristic_prior_is_decided_greedily_and_explored_around(graph, tmp_path):
     """With ``prior_method``, the all-prior action is the heuristic's decisions exactly;
     a fresh policy with a large prior bias decides them greedily, in training and
     zero-shot from its checkpoint; samples stay near them."""
-    from hlo_go.rl import agent_for
     from hlo_go.rl.compare import best, run_baselines
     from hlo_go.rl.prior import prior_decisions
 
@@ -315,12 +328,7 @@ def test_heuristic_prior_is_decided_greedily_and_explored_around(graph, tmp_path
     config = _tiny_config(prior_method="best", prior_bias=8.0)
     env = GraphEnv(graph, cluster, TINY, config.tasks, prior=prior, prior_bias=8.0)
     assert set(env.inputs.graphs.nodes) >= {"prior_placement", "prior_fusion", "prior_weight"}
-    agent = agent_for(config)
-    params = agent.policy.init(jax.random.key(0), env.inputs, config.max_devices)
-    (greedy,) = env.decisions(agent.greedy(params, env))
-    np.testing.assert_array_equal(greedy.placement, prior.placement)
-    np.testing.assert_array_equal(greedy.schedule_priority, prior.schedule_priority)
-    np.testing.assert_array_equal(greedy.fusion_priority, prior.fusion_priority)
+    agent, params = _assert_fresh_greedy_is(env, config, prior)
     actions, _, _ = agent.sample(params, env, jax.random.key(1), 8)
     same = [np.mean(d.placement == prior.placement) for d in env.decisions(actions)]
     assert min(same) >= 0.9
@@ -340,7 +348,6 @@ def test_heuristic_prior_is_decided_greedily_and_explored_around(graph, tmp_path
 def test_the_prior_follows_the_best_decisions_seen(graph):
     """With an incumbent prior, the prior moves to the best decisions seen when they beat
     it (not to slower ones), and the greedy action of a strongly biased policy follows it."""
-    from hlo_go.rl import agent_for
     from hlo_go.rl.prior import prior_decisions
 
     cluster = get_cluster("v100x4")
@@ -357,13 +364,7 @@ def test_the_prior_follows_the_best_decisions_seen(graph):
     assert env.best_time < env.prior_time
     assert env.follow_best() and env.prior is env.best
     assert env.prior_time == env.best_time
-    config = _tiny_config(prior_method="best", prior_bias=30.0)
-    agent = agent_for(config)
-    params = agent.policy.init(jax.random.key(0), env.inputs, config.max_devices)
-    (greedy,) = env.decisions(agent.greedy(params, env))
-    np.testing.assert_array_equal(greedy.placement, faster.placement)
-    np.testing.assert_array_equal(greedy.schedule_priority, faster.schedule_priority)
-    np.testing.assert_array_equal(greedy.fusion_priority, faster.fusion_priority)
+    _assert_fresh_greedy_is(env, _tiny_config(prior_method="best", prior_bias=30.0), faster)
     with pytest.raises(ValueError, match="prior_method"):
         TrainConfig(prior_follows_best=True)
 
