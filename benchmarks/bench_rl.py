@@ -460,6 +460,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
 
     # -- iteration time on a 10k-node graph ----------------------------------------------
     state["run_s"] = time.perf_counter() - began
+    _save_progress(state, quick)  # with run_s, for merging phases run apart
     if "timing" in phases:
         timing = _iteration_timing(cfg["TIMING_GRAPH"], 1 if quick else 3)
         state["iteration"] = timing
