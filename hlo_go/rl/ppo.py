@@ -173,33 +173,36 @@ def clipped_surrogate(
       log_prob: ``float[B]`` log π(a) under the current parameters, or ``float[B, R]``
         one per decision (each decision then has its own ratio).
       old_log_prob: the same under the sampling parameters.
-      advantages: ``float[B]``.
+      advantages: ``float[B]`` (one per sample), or ``log_prob``'s shape.
       clip_epsilon: ε.
-      weights: ``float[B, R]`` (per-decision only): which decisions count; None: all.
+      weights: ``float[B, R]`` (per-decision only): which decisions count.
 
     Returns:
       ``(loss, approx_kl, clip_fraction)``: ``-mean(min(r A, clip(r, 1-ε, 1+ε) A))``,
-      ``mean(old_log_prob - log_prob)`` and the fraction of ``|r - 1| > ε``, the means
-      over samples; per decision, the loss sums over each sample's counted decisions
-      (then averages over samples) and the other two average over counted decisions.
+      ``mean(old_log_prob - log_prob)`` and the fraction of ``|r - 1| > ε``, means over
+      every element. With ``weights``, the loss sums over each sample's counted
+      decisions (then averages over samples) and the other two average over counted
+      decisions.
     """
     log_ratio = log_prob - jax.lax.stop_gradient(old_log_prob)
     ratio = jnp.exp(log_ratio)
-    if log_ratio.ndim == 2:
-        advantages = advantages[:, None]
-    if weights is None:
+    advantages = jnp.reshape(advantages, advantages.shape + (1,) * (ratio.ndim - advantages.ndim))
+    unclipped = ratio * advantages
+    clipped = jnp.clip(ratio, 1.0 - clip_epsilon, 1.0 + clip_epsilon) * advantages
+    surrogate = jnp.minimum(unclipped, clipped)
+    if weights is None:  # every element counts alike (e.g. per-element advantages)
         weights = jnp.ones_like(log_ratio)
+        loss = -jnp.mean(surrogate)
+    else:
+        # summed over a sample's decisions, averaged over samples: the gradient has the
+        # joint form's scale (a mean over decisions would shrink the policy's gradient
+        # by the decision count, next to the value loss's)
+        loss = -(surrogate * weights).sum() / log_ratio.shape[0]
     total = jnp.maximum(weights.sum(), 1.0)
 
     def mean(x: jax.Array) -> jax.Array:
         return (x * weights).sum() / total
 
-    unclipped = ratio * advantages
-    clipped = jnp.clip(ratio, 1.0 - clip_epsilon, 1.0 + clip_epsilon) * advantages
-    # summed over a sample's decisions, averaged over samples: the gradient has the
-    # joint form's scale (a mean over decisions would shrink the policy's gradient by
-    # the decision count, next to the value loss's)
-    loss = -(jnp.minimum(unclipped, clipped) * weights).sum() / log_ratio.shape[0]
     approx_kl = mean(-log_ratio)
     clip_fraction = mean((jnp.abs(ratio - 1.0) > clip_epsilon).astype(jnp.float32))
     return loss, jax.lax.stop_gradient(approx_kl), jax.lax.stop_gradient(clip_fraction)
