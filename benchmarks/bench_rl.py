@@ -22,6 +22,9 @@ hour; the exact subset and step counts are in the result (``setup``) and below.
   baseline's step time / GO-one's), the baselines being
   :func:`hlo_go.rl.compare.heuristic_names`; ``go_one_beats_best_baseline_fraction``
   the fraction of graphs where GO-one is strictly faster.
+* **Seeds**: GO-one again with seeds ``GO_ONE_SEEDS`` = 1, 2 on the same graphs (a
+  single run's best can be a lucky draw): ``go_one_vs_best_baseline_mean_speedup_over_seeds``
+  is the mean over graphs of the mean over seeds 0, 1, 2 of the speed-up.
 * **Convergence**: simulated annealing (:func:`hlo_go.baselines.run_search`, default
   2,000 evaluations, starting from the heuristics) on the same graphs. Per graph, the
   ratio (GO-one's training wall-clock until its best-so-far first reaches SA's final
@@ -78,6 +81,7 @@ JOINT_GRAPHS = ("rnnlm_l2_scan",)
 PRIOR_METHOD = "best"
 PRIOR_BIAS = 6.0
 PRIOR_FOLLOWS_BEST = True
+GO_ONE_SEEDS = (1, 2)
 SCRATCH_PRIOR_BIAS = 3.0
 TIMING_GRAPH = "inception_v3_small"
 
@@ -89,6 +93,7 @@ QUICK = {
     "FINETUNE_STEPS": 2,
     "JOINT_GRAPHS": ("rnnlm_l2_scan",),
     "TIMING_GRAPH": "rnnlm_l2_scan",
+    "GO_ONE_SEEDS": (1,),
 }
 
 
@@ -276,7 +281,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
     cfg = dict(
         GRAPHS=GRAPHS, GO_ONE_STEPS=GO_ONE_STEPS, HELD_OUT=HELD_OUT,
         PRETRAIN_STEPS=PRETRAIN_STEPS, FINETUNE_STEPS=FINETUNE_STEPS,
-        JOINT_GRAPHS=JOINT_GRAPHS, TIMING_GRAPH=TIMING_GRAPH,
+        JOINT_GRAPHS=JOINT_GRAPHS, TIMING_GRAPH=TIMING_GRAPH, GO_ONE_SEEDS=GO_ONE_SEEDS,
     )  # fmt: skip
     if quick:
         cfg.update(QUICK)
@@ -298,6 +303,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
             "prior_method": config.prior_method,
             "prior_bias": config.prior_bias,
             "prior_follows_best": config.prior_follows_best,
+            "seed": config.seed,
             "scratch_prior_bias": scratch_config.prior_bias,
             "ppo": config.ppo.__dict__,
             "policy": "default PolicyConfig (195k parameters)",
@@ -306,6 +312,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
             "sa_budget_evaluations": 2000,
         },
         "go_one": {},
+        "seeds": {},
         "transfer": {},
         "joint": {},
     }
@@ -314,7 +321,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         for name in {*cfg["GRAPHS"], *cfg["HELD_OUT"], *cfg["JOINT_GRAPHS"]}
     }
 
-    phases = set(os.environ.get("RL_PHASES", "go_one,transfer,joint,timing").split(","))
+    phases = set(os.environ.get("RL_PHASES", "go_one,seeds,transfer,joint,timing").split(","))
     if os.environ.get("RL_GO_ONE_FROM"):
         state["go_one"] = json.loads(Path(os.environ["RL_GO_ONE_FROM"]).read_text())["go_one"]
 
@@ -379,6 +386,27 @@ def run(*, quick: bool = False) -> dict[str, Any]:
             f"scratch {top.step_time / s.best_time:.3f}x); SA "
             f"{sa_final * 1e3:.4g} ms in {sa.seconds:.1f} s; convergence ratio {ratio:.3g}"
             f"{'' if go_reach is not None else ' (not reached: lower bound)'}"
+        )
+        _save_progress(state, quick)
+
+    # -- GO-one again with other seeds: how much of its result is the draw ---------------
+    for name in cfg["GRAPHS"] if "seeds" in phases else ():
+        graph = graphs[name]
+        top = best(run_baselines(graph, cluster))
+        times = {}
+        for seed in cfg["GO_ONE_SEEDS"]:
+            res = train_one(
+                (name, graph), cluster, steps=steps, out_dir=work / f"one_{name}_seed{seed}",
+                config=config.replace(seed=seed),
+            )  # fmt: skip
+            times[str(seed)] = res.graphs[name].best_time
+        state["seeds"][name] = {
+            "best_baseline_time": top.step_time,
+            "go_one_time_by_seed": times,
+            "speedup_by_seed": {k: top.step_time / t for k, t in times.items()},
+        }
+        _log(
+            f"{name}: GO-one by seed {', '.join(f'{k}: {v * 1e3:.4g} ms' for k, v in times.items())}"
         )
         _save_progress(state, quick)
 
@@ -477,6 +505,7 @@ def _summarize(state: dict[str, Any], quick: bool, run_s: float) -> dict[str, An
         return float(np.mean(values)) if values else None
 
     go = state.get("go_one", {})
+    seeds = state.get("seeds", {})
     transfer = state.get("transfer", {})
     joint = state.get("joint", {})
     timing = state.get("iteration", {})
@@ -487,6 +516,18 @@ def _summarize(state: dict[str, Any], quick: bool, run_s: float) -> dict[str, An
         ),
         "go_one_beats_best_baseline_fraction": mean(
             [g["go_one_time"] < g["best_baseline_time"] * (1 - 1e-6) for g in go.values()]
+        ),
+        "go_one_seeds": sorted(
+            {0, *(int(k) for v in seeds.values() for k in v["speedup_by_seed"])}
+        ),
+        "go_one_vs_best_baseline_mean_speedup_over_seeds": mean(
+            [
+                float(
+                    np.mean([g["speedup_vs_best_baseline"], *seeds[n]["speedup_by_seed"].values()])
+                )
+                for n, g in go.items()
+                if n in seeds
+            ]
         ),
         "go_one_scratch_vs_best_baseline_mean_speedup": mean(
             [g["scratch_speedup_vs_best_baseline"] for g in go.values() if "scratch_time" in g]
@@ -550,11 +591,11 @@ def assemble(paths: list[Path]) -> dict[str, Any]:
 
     from benchmarks._report import print_result, write_result
 
-    state: dict[str, Any] = {"go_one": {}, "transfer": {}, "joint": {}}
+    state: dict[str, Any] = {"go_one": {}, "seeds": {}, "transfer": {}, "joint": {}}
     run_s = 0.0
     for path in paths:
         part = json.loads(Path(path).read_text())
-        for key in ("go_one", "transfer", "joint"):
+        for key in ("go_one", "seeds", "transfer", "joint"):
             state[key].update(part.get(key, {}))
         if "iteration" in part:
             state["iteration"] = part["iteration"]
