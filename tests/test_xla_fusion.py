@@ -85,6 +85,11 @@ def test_illegal_groups_get_clear_errors() -> None:
     mul = _names(module, "multiply")[0]
     with pytest.raises(FusionError, match="cycle"):
         apply_fusion(module, [[mul, tanh]])
+    # regeneration (the step before apply_fusion when lowering) checks the same way
+    with pytest.raises(FusionError, match="'nope' is not an instruction"):
+        regenerate_shared(module, [[tanh, "nope"]])
+    with pytest.raises(FusionError, match="groups 0 and 1"):
+        regenerate_shared(module, [[tanh, exp], [exp, _names(module, "subtract")[0]]])
 
 
 def test_multi_output_of_different_shapes_is_refused() -> None:

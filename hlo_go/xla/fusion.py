@@ -44,6 +44,29 @@ class FusionError(ValueError):
     """A fusion group that cannot be applied; the message names the group and why."""
 
 
+def _check_groups(entry: HloComputation, groups: list[list[str]]) -> dict[str, int]:
+    """The group of each named instruction, after checking that each is a fusible
+    instruction of ``entry`` in one group only.
+
+    Raises:
+      FusionError: an unknown or non-fusible instruction, or overlapping groups.
+    """
+    owner: dict[str, int] = {}
+    for gi, group in enumerate(groups):
+        for name in group:
+            if name not in entry:
+                raise FusionError(
+                    f"group {gi}: {name!r} is not an instruction of the entry computation"
+                )
+            opcode = entry.instruction(name).opcode
+            if opcode in NOT_FUSIBLE or entry.instruction(name).shape.is_tuple:
+                raise FusionError(f"group {gi}: {name!r} ({opcode}) cannot be fused")
+            if name in owner:
+                raise FusionError(f"{name!r} is in groups {owner[name]} and {gi}")
+            owner[name] = gi
+    return owner
+
+
 def apply_fusion(
     module: HloModule, groups: Iterable[Sequence[str]], *, kind: str = "kLoop"
 ) -> HloModule:
@@ -64,19 +87,7 @@ def apply_fusion(
     entry = module.entry
     groups = [list(dict.fromkeys(g)) for g in groups]
     groups = [g for g in groups if len(g) > 1]
-    owner: dict[str, int] = {}
-    for gi, group in enumerate(groups):
-        for name in group:
-            if name not in entry:
-                raise FusionError(
-                    f"group {gi}: {name!r} is not an instruction of the entry computation"
-                )
-            opcode = entry.instruction(name).opcode
-            if opcode in NOT_FUSIBLE or entry.instruction(name).shape.is_tuple:
-                raise FusionError(f"group {gi}: {name!r} ({opcode}) cannot be fused")
-            if name in owner:
-                raise FusionError(f"{name!r} is in groups {owner[name]} and {gi}")
-            owner[name] = gi
+    owner = _check_groups(entry, groups)
     if not groups:
         return module
     _check_convex(entry, groups, owner)
@@ -223,11 +234,14 @@ def regenerate_shared(
       ``(module, groups)``: the module with the clones (named ``<original>.regen.<k>``)
       right after their originals, and the groups with the clones added; apply them
       with :func:`apply_fusion`.
+
+    Raises:
+      FusionError: an unknown or non-fusible instruction, or overlapping groups.
     """
     entry = module.entry
     groups = [list(dict.fromkeys(g)) for g in groups]
     groups = [g for g in groups if len(g) > 1]
-    owner = {name: gi for gi, group in enumerate(groups) for name in group}
+    owner = _check_groups(entry, groups)
     users: dict[str, list[str]] = {}
     for instr in entry.instructions:
         for operand in dict.fromkeys(instr.operands):
