@@ -518,7 +518,10 @@ def _summarize(state: dict[str, Any], quick: bool, run_s: float) -> dict[str, An
             [g["go_one_time"] < g["best_baseline_time"] * (1 - 1e-6) for g in go.values()]
         ),
         "go_one_seeds": sorted(
-            {0, *(int(k) for v in seeds.values() for k in v["speedup_by_seed"])}
+            {
+                int(state.get("setup", {}).get("seed", 0)),
+                *(int(k) for v in seeds.values() for k in v["speedup_by_seed"]),
+            }
         ),
         "go_one_vs_best_baseline_mean_speedup_over_seeds": mean(
             [

@@ -56,14 +56,12 @@ class Choice(NamedTuple):
       entropy: ``float32[]`` sum of the distributions' entropies over counted rows.
       row_log_prob: ``float32[N]`` each row's ``log p(action)``, 0 where not counted
         (``log_prob`` is its sum).
-      counted: ``float32[N]`` 1 for counted rows, 0 for the others.
     """
 
     action: jnp.ndarray
     log_prob: jnp.ndarray
     entropy: jnp.ndarray
     row_log_prob: jnp.ndarray
-    counted: jnp.ndarray
 
 
 def choose(
@@ -99,7 +97,7 @@ def choose(
     entropy = -(jnp.exp(log_p) * log_p).sum(-1)
     weight = counted.astype(log_p.dtype)
     rows = chosen * weight
-    return Choice(action, rows.sum(), (entropy * weight).sum(), rows, weight)
+    return Choice(action, rows.sum(), (entropy * weight).sum(), rows)
 
 
 def inverse_cdf_sample(uniform: jnp.ndarray, probs: jnp.ndarray, valid: jnp.ndarray) -> jnp.ndarray:

@@ -57,7 +57,6 @@ class NetworkOutput(NamedTuple):
       value: ``float32[]`` the value head's estimate.
       row_log_prob: task name -> ``float32[N]`` each decision's log-probability (0 for
         rows that do not count: padding, and colocated rows other than their group's).
-      counted: task name -> ``float32[N]`` 1 for the rows that count, else 0.
     """
 
     actions: dict[str, jnp.ndarray]
@@ -65,7 +64,6 @@ class NetworkOutput(NamedTuple):
     entropy: dict[str, jnp.ndarray]
     value: jnp.ndarray
     row_log_prob: dict[str, jnp.ndarray]
-    counted: dict[str, jnp.ndarray]
 
 
 class SharedPass(NamedTuple):
@@ -214,7 +212,6 @@ class GONetwork(nn.Module):
         log_prob: dict[str, jnp.ndarray] = {}
         entropy: dict[str, jnp.ndarray] = {}
         row_log_prob: dict[str, jnp.ndarray] = {}
-        counted: dict[str, jnp.ndarray] = {}
         z, logits = shared.first_z, shared.first_logits  # the first task's, precomputed
         x = h  # the next task's stack input
         for k, task in enumerate(cfg.task_order):
@@ -234,11 +231,10 @@ class GONetwork(nn.Module):
             log_prob[task] = choice.log_prob
             entropy[task] = choice.entropy
             row_log_prob[task] = choice.row_log_prob
-            counted[task] = choice.counted
             if k + 1 < num_tasks:
                 recur = cfg.task_recurrence
                 x = z + self.action_embeddings[task](choice.action) if recur else h
-        return NetworkOutput(out_actions, log_prob, entropy, shared.value, row_log_prob, counted)
+        return NetworkOutput(out_actions, log_prob, entropy, shared.value, row_log_prob)
 
     def __call__(
         self,

@@ -44,13 +44,18 @@ class FusionError(ValueError):
     """A fusion group that cannot be applied; the message names the group and why."""
 
 
-def _check_groups(entry: HloComputation, groups: list[list[str]]) -> dict[str, int]:
-    """The group of each named instruction, after checking that each is a fusible
-    instruction of ``entry`` in one group only.
+def _checked_groups(
+    entry: HloComputation, groups: Iterable[Sequence[str]]
+) -> tuple[list[list[str]], dict[str, int]]:
+    """The groups of two or more (duplicates dropped) and the group of each named
+    instruction, after checking that each is a fusible instruction of ``entry`` in one
+    group only.
 
     Raises:
       FusionError: an unknown or non-fusible instruction, or overlapping groups.
     """
+    groups = [list(dict.fromkeys(g)) for g in groups]
+    groups = [g for g in groups if len(g) > 1]
     owner: dict[str, int] = {}
     for gi, group in enumerate(groups):
         for name in group:
@@ -64,7 +69,7 @@ def _check_groups(entry: HloComputation, groups: list[list[str]]) -> dict[str, i
             if name in owner:
                 raise FusionError(f"{name!r} is in groups {owner[name]} and {gi}")
             owner[name] = gi
-    return owner
+    return groups, owner
 
 
 def apply_fusion(
@@ -85,9 +90,7 @@ def apply_fusion(
         group whose fusion would create a cycle.
     """
     entry = module.entry
-    groups = [list(dict.fromkeys(g)) for g in groups]
-    groups = [g for g in groups if len(g) > 1]
-    owner = _check_groups(entry, groups)
+    groups, owner = _checked_groups(entry, groups)
     if not groups:
         return module
     _check_convex(entry, groups, owner)
@@ -239,9 +242,7 @@ def regenerate_shared(
       FusionError: an unknown or non-fusible instruction, or overlapping groups.
     """
     entry = module.entry
-    groups = [list(dict.fromkeys(g)) for g in groups]
-    groups = [g for g in groups if len(g) > 1]
-    owner = _check_groups(entry, groups)
+    groups, owner = _checked_groups(entry, groups)
     users: dict[str, list[str]] = {}
     for instr in entry.instructions:
         for operand in dict.fromkeys(instr.operands):

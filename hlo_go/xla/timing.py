@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import statistics
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -70,10 +71,13 @@ def _pinned_call(cpu: int, fn: Callable[..., Any], args: tuple[Any, ...], kwargs
     return fn(*args, **kwargs)
 
 
+_SPAWN_LOCK = threading.Lock()
+
+
 @contextlib.contextmanager
 def _stack_limit(size: int) -> Iterator[None]:
-    """Raises this process's soft stack limit to ``size`` (capped by the hard limit)
-    while children started inside inherit it; restores it on exit."""
+    """Raises this process's soft stack limit to ``size`` (capped by the hard limit), so
+    that children started inside start with it; restores it on exit."""
     import resource
 
     soft, hard = resource.getrlimit(resource.RLIMIT_STACK)
@@ -108,9 +112,12 @@ def in_pinned_process(fn: Callable[..., Any], *args: Any, cpu: int, **kwargs: An
     from concurrent.futures import ProcessPoolExecutor
 
     context = multiprocessing.get_context("spawn")
-    with _stack_limit(CHILD_STACK_BYTES), ProcessPoolExecutor(1, mp_context=context) as pool:
-        future = pool.submit(_pinned_call, cpu, fn, args, kwargs)
-    return future.result()
+    with ProcessPoolExecutor(1, mp_context=context) as pool:
+        # submit starts the child; the limit is raised just for that (and one thread at
+        # a time, so that concurrent callers restore the original limit)
+        with _SPAWN_LOCK, _stack_limit(CHILD_STACK_BYTES):
+            future = pool.submit(_pinned_call, cpu, fn, args, kwargs)
+        return future.result()
 
 
 @dataclass(frozen=True)
