@@ -41,7 +41,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmarks import (
     RESULTS_DIR,
@@ -49,6 +49,9 @@ from benchmarks import (
     corpus_graphs_too_large,
     inputs_digest,
 )
+
+if TYPE_CHECKING:
+    from hlo_go.xla.timing import Allocator
 
 # Six families (rnnlm, gnmt, gpt2, transformer_xl, bert, resnet) first, as in the
 # benchmark's first tables; then every other corpus graph that fits, by node count: the
@@ -144,6 +147,8 @@ def measure_graph(name: str, *, repeats: int, budget: int) -> dict[str, Any]:
                 "fusions": m.kernels,
                 "repeats": m.repeats,
                 "compile_s": m.compile_s,
+                "temp_bytes": m.temp_bytes,
+                "baseline_temp_bytes": m.baseline_temp_bytes,
                 "message": m.message[:300],
             }
         )
@@ -187,8 +192,25 @@ def summarize(per_graph: dict[str, dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def run(*, quick: bool = False) -> dict[str, Any]:
-    """Runs the benchmark (see the module docstring); returns rows and headline numbers."""
+def partial_path(allocator: Allocator, *, quick: bool = False) -> Path:
+    """Where per-graph results measured with ``allocator`` are cached."""
+    path = (
+        PARTIAL
+        if allocator == "system"
+        else PARTIAL.with_name(f"lowering_{allocator}.partial.json")
+    )
+    return path.with_suffix(".quick.json") if quick else path
+
+
+def run(*, quick: bool = False, allocator: Allocator = "system") -> dict[str, Any]:
+    """Runs the benchmark (see the module docstring); returns rows and headline numbers.
+
+    Args:
+      quick: one graph, fewer repeats, a smaller search.
+      allocator: the measuring processes' malloc (:func:`hlo_go.xla.timing.in_pinned_process`):
+        ``"system"``, or ``"retain"`` (freed memory kept for the next call, so no call
+        page-faults its temporaries in; ``benchmarks/bench_lowering_retain.py``).
+    """
     from hlo_go.xla.timing import in_pinned_process
 
     excluded = {} if quick else corpus_graphs_too_large(MEMORY_FRACTION)
@@ -196,11 +218,11 @@ def run(*, quick: bool = False) -> dict[str, Any]:
     graphs = QUICK_GRAPHS if quick else graph_names(excluded, only)
     repeats = QUICK_REPEATS if quick else REPEATS
     budget = 200 if quick else SEARCH_BUDGET
-    partial_path = PARTIAL.with_suffix(".quick.json") if quick else PARTIAL
+    cache = partial_path(allocator, quick=quick)
     # Every cached graph stays in the partial file; only ``graphs`` are run and reported.
     per_graph: dict[str, dict[str, Any]] = {}
-    if partial_path.exists():
-        per_graph = json.loads(partial_path.read_text())
+    if cache.exists():
+        per_graph = json.loads(cache.read_text())
     # Results of an older version, or drawn on other inputs, are measured again.
     for name in [g for g in graphs if g in per_graph]:
         if "error" in per_graph[name]:
@@ -229,7 +251,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         _log(f"{name}: start on core {cpu}")
         try:
             measured = in_pinned_process(
-                measure_graph, name, repeats=repeats, budget=budget, cpu=cpu
+                measure_graph, name, repeats=repeats, budget=budget, cpu=cpu, allocator=allocator
             )
         except Exception as error:  # a graph that cannot be measured is reported, not fatal
             message = f"{type(error).__name__}: {error}"
@@ -244,13 +266,14 @@ def run(*, quick: bool = False) -> dict[str, Any]:
             free_cores.put(cpu)
         with lock:
             per_graph[name] = measured
-            partial_path.write_text(json.dumps(per_graph, indent=1))
+            cache.write_text(json.dumps(per_graph, indent=1))
         _log(f"{name}: done in {measured.get('seconds', 0):.0f} s")
 
     with ThreadPoolExecutor(max_workers=len(cores)) as pool:
         list(pool.map(one, todo))
     chosen = {k: v for k, v in per_graph.items() if k in graphs}
-    return result(chosen, graphs, repeats=repeats, budget=budget, excluded=excluded)
+    record = result(chosen, graphs, repeats=repeats, budget=budget, excluded=excluded)
+    return {**record, "allocator": allocator}
 
 
 def result(
@@ -279,6 +302,7 @@ def result(
                     "min–max": f"{base['baseline_min_s'] / base['baseline_time_s']:.2f}–"
                     f"{base['baseline_max_s'] / base['baseline_time_s']:.2f}",
                     "time_s": round(base["baseline_time_s"], 4),
+                    "temp_MB": _megabytes(base.get("baseline_temp_bytes")),
                     "fusions": None,
                     "note": "",
                 }
@@ -303,6 +327,7 @@ def result(
                     "relative": None if relative is None else round(relative, 3),
                     "min–max": f"{lo:.2f}–{hi:.2f}" if lo is not None else "",
                     "time_s": None if r["time_s"] is None else round(r["time_s"], 4),
+                    "temp_MB": _megabytes(r.get("temp_bytes")),
                     "fusions": r["fusions"],
                     "note": r["message"][:80],
                 }
@@ -323,10 +348,14 @@ def result(
     }
 
 
+def _megabytes(size: int | None) -> float | None:
+    return None if size is None else round(size / 1e6, 1)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m benchmarks.bench_lowering --from-partial [--out FILE]``: writes the
-    result (``results/lowering.json`` by default) from the graphs measured so far, e.g.
-    after a run was stopped at a deadline."""
+    """``python -m benchmarks.bench_lowering --from-partial [--allocator retain] [--out FILE]``:
+    writes the result (``results/lowering.json``, or ``results/lowering_retain.json``) from
+    the graphs measured so far, e.g. after a run was stopped at a deadline."""
     import argparse
 
     from rich.console import Console
@@ -335,9 +364,12 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_lowering")
     parser.add_argument("--from-partial", action="store_true", required=True)
-    parser.add_argument("--out", default=str(RESULTS_DIR / "lowering.json"))
+    parser.add_argument("--allocator", choices=("system", "retain"), default="system")
+    parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
-    cached = json.loads(PARTIAL.read_text()).items()
+    name = "lowering" if args.allocator == "system" else f"lowering_{args.allocator}"
+    out = Path(args.out) if args.out else RESULTS_DIR / f"{name}.json"
+    cached = json.loads(partial_path(args.allocator).read_text()).items()
     per_graph = {
         k: v
         for k, v in cached
@@ -346,8 +378,9 @@ def main(argv: list[str] | None = None) -> int:
     excluded = corpus_graphs_too_large(MEMORY_FRACTION)
     graphs = graph_names(excluded)
     record = result(per_graph, graphs, repeats=REPEATS, budget=SEARCH_BUDGET, excluded=excluded)
-    written = write_result(Path(args.out), "lowering", record, quick=False)
-    print_result(Console(), "lowering", written)
+    record = {**record, "allocator": args.allocator}
+    written = write_result(out, name, record, quick=False)
+    print_result(Console(), name, written)
     return 0
 
 

@@ -35,6 +35,23 @@ def test_fused_and_scheduled_variant_is_correct_and_timed() -> None:
     assert result.baseline_time_s is not None and result.speedup is not None
     assert result.spread is not None and result.spread[0] <= result.time_s <= result.spread[1]
     assert result.order is not None  # a schedule was imposed
+    # XLA's buffer assignment: the unfused variant keeps intermediates the default fuses.
+    assert result.temp_bytes is not None and result.baseline_temp_bytes is not None
+    assert result.temp_bytes >= 0 and result.baseline_temp_bytes >= 0
+
+
+def test_temp_bytes_are_those_of_xla_buffer_assignment() -> None:
+    prog = program(_f, (X, W))
+    default = prog.default()
+    assert default.temp_bytes == default.compiled.memory_analysis().temp_size_in_bytes
+    unfused = prog.lower(fusion=None)
+    # Nothing fused: tanh, the scale, the shift and the square each get a f32[64,32]
+    # buffer; XLA's default keeps them in one fusion (its temporaries: far less).
+    assert unfused.temp_bytes is not None and unfused.temp_bytes > default.temp_bytes
+    from hlo_go.xla import compile_hlo
+
+    loaded = compile_hlo(jax.jit(_f).lower(X, W).as_text(dialect="hlo"))
+    assert loaded.temp_bytes == default.temp_bytes  # same module, same buffer assignment
 
 
 def test_searched_orders_the_entry_only_where_the_order_changes_simulated_time() -> None:

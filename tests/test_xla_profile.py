@@ -59,3 +59,26 @@ def _profile_small() -> object:
 
     x = jnp.ones((256, 256))
     return profile_lowered(jax.jit(f).lower(x), [x], repeats=3, clock="cpu")
+
+
+def _malloc_settings() -> dict[str, str | None]:
+    import os
+
+    from hlo_go.xla.timing import RETAIN_MALLOC_ENV
+
+    return {name: os.environ.get(name) for name in RETAIN_MALLOC_ENV}
+
+
+def test_pinned_process_allocator_settings_reach_the_child_only() -> None:
+    import os
+
+    from hlo_go.xla.timing import RETAIN_MALLOC_ENV, default_cpu, in_pinned_process
+
+    before = {name: os.environ.get(name) for name in RETAIN_MALLOC_ENV}
+    assert in_pinned_process(_malloc_settings, cpu=default_cpu(), allocator="retain") == (
+        RETAIN_MALLOC_ENV
+    )
+    assert {name: os.environ.get(name) for name in RETAIN_MALLOC_ENV} == before  # restored
+    assert in_pinned_process(_malloc_settings, cpu=default_cpu()) == before
+    with pytest.raises(ValueError, match="allocator must be one of"):
+        in_pinned_process(_malloc_settings, cpu=default_cpu(), allocator="tcmalloc")  # type: ignore[arg-type]

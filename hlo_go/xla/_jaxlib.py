@@ -312,3 +312,17 @@ def execute_sharded(executable: Any, arrays: list[Any]) -> list[list[Any]]:
       ``jax.Array``s, in the executable's device order. Dispatch is asynchronous.
     """
     return executable.execute_sharded(arrays).disassemble_into_single_device_arrays()
+
+
+def compiled_temp_bytes(compiled: Any) -> int | None:
+    """Bytes of the temporary buffer XLA's buffer assignment gives one call of a compiled
+    executable (a ``jax.stages.Compiled`` or a loaded executable); None when unknown."""
+    try:
+        if hasattr(compiled, "memory_analysis"):
+            stats = compiled.memory_analysis()
+        else:
+            stats = compiled.get_compiled_memory_stats()
+    except (AttributeError, NotImplementedError, RuntimeError):  # no memory statistics
+        return None
+    size = getattr(stats, "temp_size_in_bytes", None)
+    return None if size is None else int(size)

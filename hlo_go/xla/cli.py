@@ -3,7 +3,7 @@
 ::
 
     hlo-go measure GRAPH [--fusion METHOD] [--schedule METHOD] [--repeats N]
-                   [--clock wall|cpu] [--cpu K] [--budget N] [--json]
+                   [--clock wall|cpu] [--cpu K [--allocator system|retain]] [--budget N] [--json]
 
 ``GRAPH`` is a corpus graph name (its training step as a jax function, on random
 inputs) or an HLO file (``.hlo`` / ``.hlo.gz``; random inputs from its entry
@@ -13,7 +13,10 @@ baseline (``fifo``, ``critical-path``), ``searched`` (simulated annealing over t
 simulator on ``host-cpu-1``), or ``xla`` for XLA's own order (schedule only). The
 lowering's outputs are checked against XLA's default compile, then both are timed
 interleaved and printed with their spread. ``--cpu K`` measures in a child process
-pinned to core K, timed by CPU time.
+pinned to core K, timed by CPU time; with ``--allocator retain`` that child's malloc keeps
+freed memory for the next call (:data:`hlo_go.xla.timing.RETAIN_MALLOC_ENV`), so no call
+page-faults its temporaries in. The table shows each compile's temporaries (XLA's buffer
+assignment), which XLA:CPU allocates on every call.
 """
 
 from __future__ import annotations
@@ -52,6 +55,12 @@ def add_measure_command(subparsers: Any) -> argparse.ArgumentParser:
         "--clock", choices=("wall", "cpu"), default=None, help="default: wall; cpu with --cpu"
     )
     p.add_argument("--cpu", type=int, default=None, help="measure in a process pinned to this core")
+    p.add_argument(
+        "--allocator",
+        choices=("system", "retain"),
+        default="system",
+        help="malloc of the --cpu child: system, or retain (freed memory kept for reuse)",
+    )
     p.add_argument("--budget", type=int, default=None, help="simulator evaluations of 'searched'")
     p.add_argument("--seed", type=int, default=0, help="seed of inputs and methods")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -108,6 +117,14 @@ def cmd_measure(args: argparse.Namespace, console: Console) -> int:
     """Runs ``hlo-go measure``; prints a table (or JSON). Returns 0, or 1 when the lowering
     is incorrect or fails."""
     clock = args.clock or ("cpu" if args.cpu is not None else "wall")
+    if args.allocator != "system" and args.cpu is None:
+        console.print(
+            "[red]error:[/red] --allocator needs --cpu K (malloc is set up when the measuring "
+            "process starts)",
+            markup=True,
+            highlight=False,
+        )
+        return 2
     kwargs = {
         "fusion": args.fusion,
         "schedule": None if args.schedule == "xla" else args.schedule,
@@ -121,7 +138,9 @@ def cmd_measure(args: argparse.Namespace, console: Console) -> int:
         if args.cpu is not None:
             from hlo_go.xla.timing import in_pinned_process
 
-            out = in_pinned_process(measure_graph, args.graph, cpu=args.cpu, **kwargs)
+            out = in_pinned_process(
+                measure_graph, args.graph, cpu=args.cpu, allocator=args.allocator, **kwargs
+            )
         else:
             out = measure_graph(args.graph, **kwargs)
     except (ValueError, KeyError, RuntimeError) as error:  # LoweringError, FusionError, ...
@@ -138,11 +157,15 @@ def cmd_measure(args: argparse.Namespace, console: Console) -> int:
         console.print(f"[red]not correct:[/red] {out['message']}", highlight=False)
         return 1
     table = Table(title="Measured step time (median, min–max), interleaved with XLA's default")
-    for column in ("variant", "median s", "min–max s", "relative"):
+    for column in ("variant", "median s", "min–max s", "relative", "temporaries MB"):
         table.add_column(column, justify="left" if column == "variant" else "right")
     base, base_spread = out["baseline_time_s"], out["baseline_spread"]
     table.add_row(
-        "XLA default", f"{base:.4f}", f"{base_spread[0]:.4f}–{base_spread[1]:.4f}", "1.000"
+        "XLA default",
+        f"{base:.4f}",
+        f"{base_spread[0]:.4f}–{base_spread[1]:.4f}",
+        "1.000",
+        _megabytes(out["baseline_temp_bytes"]),
     )
     spread = out["spread"]
     table.add_row(
@@ -150,6 +173,11 @@ def cmd_measure(args: argparse.Namespace, console: Console) -> int:
         f"{out['time_s']:.4f}",
         f"{spread[0]:.4f}–{spread[1]:.4f}",
         f"{out['time_s'] / base:.3f}",
+        _megabytes(out["temp_bytes"]),
     )
     console.print(table)
     return 0
+
+
+def _megabytes(size: int | None) -> str:
+    return "?" if size is None else f"{size / 1e6:.1f}"

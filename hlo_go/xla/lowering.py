@@ -128,6 +128,14 @@ class Executable:
         """Entry instruction names in the order the executable runs them."""
         return [i.name for i in self.optimized.entry.instructions]
 
+    @functools.cached_property
+    def temp_bytes(self) -> int | None:
+        """Bytes of temporaries one call allocates (XLA's buffer assignment); None if
+        the backend does not say."""
+        from hlo_go.xla._jaxlib import compiled_temp_bytes
+
+        return compiled_temp_bytes(self.compiled)
+
     @property
     def num_fusions(self) -> int:
         """Fusion instructions in the compiled entry computation."""

@@ -50,6 +50,10 @@ class Measurement(NamedTuple):
       label: what was measured (fusion and schedule).
       kernels: fusion instructions in the variant's compiled entry (None if unknown).
       compile_s: seconds to lower and compile the variant (decisions included).
+      temp_bytes: bytes of temporaries one call of the variant allocates (XLA's buffer
+        assignment; None if unknown). XLA:CPU allocates them on every call, and each
+        page of a fresh allocation faults in (see :data:`hlo_go.xla.timing.RETAIN_MALLOC_ENV`).
+      baseline_temp_bytes: the same for XLA's default compile.
     """
 
     correct: bool
@@ -65,6 +69,8 @@ class Measurement(NamedTuple):
     label: str = ""
     kernels: int | None = None
     compile_s: float | None = None
+    temp_bytes: int | None = None
+    baseline_temp_bytes: int | None = None
 
     @property
     def relative(self) -> float | None:
@@ -274,12 +280,14 @@ def measure_many(
             results[name] = Measurement(
                 False, None, None, None, None, 0, message, executable.order,
                 clock=clock, label=executable.label, kernels=kernels, compile_s=compile_s,
+                temp_bytes=executable.temp_bytes, baseline_temp_bytes=baseline.temp_bytes,
             )  # fmt: skip
             continue
         executables[name] = executable
         results[name] = Measurement(
             True, None, None, None, None, 0, message, executable.order,
             clock=clock, label=executable.label, kernels=kernels, compile_s=compile_s,
+            temp_bytes=executable.temp_bytes, baseline_temp_bytes=baseline.temp_bytes,
         )  # fmt: skip
     skipped = {
         n
