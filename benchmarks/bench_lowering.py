@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import statistics
 import sys
 import threading
 import time
@@ -192,6 +193,61 @@ def summarize(per_graph: dict[str, dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def compare_allocators(
+    retain: dict[str, dict[str, Any]], system: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    """What page-faulting the temporaries in costs: graphs measured under both allocators.
+
+    Under the system allocator a call's time is about its time under ``retain`` plus a
+    cost per byte of its temporaries (each call faults them in afresh). Every compile
+    measured under both (XLA's default and each correct variant, whose temporaries
+    ``retain`` recorded) gives one estimate of that cost: the difference of its median
+    times over its temporaries.
+
+    Args:
+      retain: per-graph results measured with the ``retain`` allocator.
+      system: per-graph results measured with the system allocator.
+
+    Returns:
+      ``page_fault_ms_per_MB`` (median of the estimates, None without any),
+      ``page_fault_estimates`` (how many), and ``searched_by_allocator``: per graph
+      measured under both, searched's relative time under each and its and XLA's
+      temporaries in MB.
+    """
+    estimates, searched = [], []
+    for name, graph in retain.items():
+        other = {r["variant"]: r for r in system.get(name, {}).get("rows", [])}
+        for r in graph.get("rows", []):
+            o = other.get(r["variant"])
+            if o is None or not (r["correct"] and o["correct"]) or r["time_s"] is None:
+                continue
+            if o["time_s"] is None or r["repeats"] != o["repeats"]:
+                continue  # a slow variant's one or two samples are no estimate
+            for size, t_retain, t_system in (
+                (r["temp_bytes"], r["time_s"], o["time_s"]),
+                (r["baseline_temp_bytes"], r["baseline_time_s"], o["baseline_time_s"]),
+            ):
+                if size:
+                    estimates.append((t_system - t_retain) * 1e3 / (size / 1e6))
+            if r["variant"] == "searched":
+                searched.append(
+                    {
+                        "graph": name,
+                        "system": round(o["relative"], 3),
+                        "retain": round(r["relative"], 3),
+                        "temp_MB": _megabytes(r["temp_bytes"]),
+                        "default_temp_MB": _megabytes(r["baseline_temp_bytes"]),
+                    }
+                )
+    return {
+        "page_fault_ms_per_MB": (
+            round(float(statistics.median(estimates)), 3) if estimates else None
+        ),
+        "page_fault_estimates": len(estimates),
+        "searched_by_allocator": searched,
+    }
+
+
 def partial_path(allocator: Allocator, *, quick: bool = False) -> Path:
     """Where per-graph results measured with ``allocator`` are cached."""
     path = (
@@ -272,8 +328,11 @@ def run(*, quick: bool = False, allocator: Allocator = "system") -> dict[str, An
     with ThreadPoolExecutor(max_workers=len(cores)) as pool:
         list(pool.map(one, todo))
     chosen = {k: v for k, v in per_graph.items() if k in graphs}
-    record = result(chosen, graphs, repeats=repeats, budget=budget, excluded=excluded)
-    return {**record, "allocator": allocator}
+    record = {**result(chosen, graphs, repeats=repeats, budget=budget, excluded=excluded)}
+    record["allocator"] = allocator
+    if allocator != "system" and not quick and PARTIAL.exists():
+        record.update(compare_allocators(record["per_graph"], json.loads(PARTIAL.read_text())))
+    return record
 
 
 def result(
@@ -379,6 +438,8 @@ def main(argv: list[str] | None = None) -> int:
     graphs = graph_names(excluded)
     record = result(per_graph, graphs, repeats=REPEATS, budget=SEARCH_BUDGET, excluded=excluded)
     record = {**record, "allocator": args.allocator}
+    if args.allocator != "system":
+        record.update(compare_allocators(record["per_graph"], json.loads(PARTIAL.read_text())))
     written = write_result(out, name, record, quick=False)
     print_result(Console(), name, written)
     return 0
