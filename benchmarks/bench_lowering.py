@@ -264,7 +264,8 @@ def plot_allocators(searched: list[dict[str, Any]], path: Path) -> str:
     top.bar(x + 0.2, [r["retain"] for r in searched], 0.4, label="retaining malloc")
     top.axhline(1.0, color="k", lw=0.8)
     top.set_ylabel("searched / XLA default (time)")
-    top.set_ylim(0.8, max(1.15, *(max(r["system"], r["retain"]) + 0.02 for r in searched)))
+    values = [v for r in searched for v in (r["system"], r["retain"])]
+    top.set_ylim(min(0.8, min(values) - 0.05), max(1.15, max(values) + 0.02))
     top.legend(fontsize=8)
     bottom.bar(x, [r["temp_MB"] / r["default_temp_MB"] for r in searched], 0.5, color="gray")
     bottom.axhline(1.0, color="k", lw=0.8)
@@ -370,7 +371,8 @@ def _compared(retain: dict[str, dict[str, Any]]) -> dict[str, Any]:
     compared = compare_allocators(retain, json.loads(PARTIAL.read_text()))
     if compared["searched_by_allocator"]:
         path = RESULTS_DIR / "lowering_allocators.png"
-        compared["plot"] = plot_allocators(compared["searched_by_allocator"], path)
+        plot_allocators(compared["searched_by_allocator"], path)
+        compared["plot"] = str(path.relative_to(RESULTS_DIR.parent))
     return compared
 
 
