@@ -64,6 +64,7 @@ def test_searched_orders_the_entry_only_where_the_order_changes_simulated_time()
     executable = prog.lower("searched", budget=20)
     assert prog.priorities("searched", executable.module, budget=20) is None
     assert executable.order is None and "schedule=xla" in executable.label
+    assert prog.lower(fusion="no-fusion").label == "fusion=no-fusion, schedule=xla"
     assert not np.any(prog.decisions("searched", budget=20).placement)
     ordered = prog.priorities("searched", executable.module, cluster="v100x4", budget=20)
     assert ordered is not None and len(ordered) > 0

@@ -473,8 +473,9 @@ class Program:
         compiled, order = compile_hooked(
             self._compile, self.name, module=module, priority=priority, platform=self.platform
         )
-        # A schedule that resolved to no priorities (``"searched"`` on one device) is XLA's.
-        ordered_by = "xla" if schedule is not None and priority is None else _label(schedule)
+        # No schedule, or one that resolved to no priorities (``"searched"`` on one
+        # device), leaves the order to XLA.
+        ordered_by = "xla" if priority is None else _label(schedule)
         label = f"fusion={_label(fusion)}, schedule={ordered_by}"
         return Executable(
             compiled,
