@@ -248,7 +248,7 @@ def compare_allocators(
     }
 
 
-def plot_allocators(searched: list[dict[str, Any]], path: Path) -> str:
+def plot_allocators(searched: list[dict[str, Any]], path: Path) -> None:
     """Bar chart of searched's time relative to XLA's default under each allocator, and of
     its temporaries relative to XLA's (rows of :func:`compare_allocators`)."""
     import matplotlib
@@ -276,7 +276,6 @@ def plot_allocators(searched: list[dict[str, Any]], path: Path) -> str:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
-    return str(path)
 
 
 def partial_path(allocator: Allocator, *, quick: bool = False) -> Path:
@@ -359,7 +358,7 @@ def run(*, quick: bool = False, allocator: Allocator = "system") -> dict[str, An
     with ThreadPoolExecutor(max_workers=len(cores)) as pool:
         list(pool.map(one, todo))
     chosen = {k: v for k, v in per_graph.items() if k in graphs}
-    record = {**result(chosen, graphs, repeats=repeats, budget=budget, excluded=excluded)}
+    record = result(chosen, graphs, repeats=repeats, budget=budget, excluded=excluded)
     record["allocator"] = allocator
     if allocator != "system" and not quick and PARTIAL.exists():
         record.update(_compared(record["per_graph"]))
@@ -478,7 +477,7 @@ def main(argv: list[str] | None = None) -> int:
     excluded = corpus_graphs_too_large(MEMORY_FRACTION)
     graphs = graph_names(excluded)
     record = result(per_graph, graphs, repeats=REPEATS, budget=SEARCH_BUDGET, excluded=excluded)
-    record = {**record, "allocator": args.allocator}
+    record["allocator"] = args.allocator
     if args.allocator != "system":
         record.update(_compared(record["per_graph"]))
     written = write_result(out, name, record, quick=False)

@@ -70,15 +70,13 @@ def _malloc_settings() -> dict[str, str | None]:
 
 
 def test_pinned_process_allocator_settings_reach_the_child_only() -> None:
-    import os
-
     from hlo_go.xla.timing import RETAIN_MALLOC_ENV, default_cpu, in_pinned_process
 
-    before = {name: os.environ.get(name) for name in RETAIN_MALLOC_ENV}
+    before = _malloc_settings()
     assert in_pinned_process(_malloc_settings, cpu=default_cpu(), allocator="retain") == (
         RETAIN_MALLOC_ENV
     )
-    assert {name: os.environ.get(name) for name in RETAIN_MALLOC_ENV} == before  # restored
+    assert _malloc_settings() == before  # restored
     assert in_pinned_process(_malloc_settings, cpu=default_cpu()) == before
     with pytest.raises(ValueError, match="allocator must be one of"):
         in_pinned_process(_malloc_settings, cpu=default_cpu(), allocator="tcmalloc")  # type: ignore[arg-type]
