@@ -78,8 +78,10 @@ SEARCH_BUDGET = 2000
 REPEATS = 5
 QUICK_REPEATS = 2
 PARTIAL = RESULTS_DIR / "lowering.partial.json"
-# Bump when a change makes cached per-graph results incomparable.
-RESULTS_VERSION = 2  # 2: searched leaves the order to XLA on one device
+# Bump when a change makes cached per-graph results incomparable. 2: searched leaves the
+# order to XLA on one device; 3: regeneration repeats across groups (and clones broadcasts
+# left alone), :func:`hlo_go.xla.fusion.regenerate_shared`.
+RESULTS_VERSION = 3
 # Graphs not started within this many seconds of the run are skipped (and listed).
 TIME_BUDGET_S = float(os.environ.get("HLO_GO_LOWERING_BUDGET_S", 4 * 3600))
 

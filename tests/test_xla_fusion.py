@@ -137,3 +137,67 @@ def test_a_group_only_others_read_from_is_removed() -> None:
     assert len(groups) == 1  # s's group is recomputed inside its reader and gone
     assert not set(producer) & {i.name for i in regenerated.entry.instructions}
     _check_compiled(_shared, apply_fusion(regenerated, groups), 1)
+
+
+def _relayed(x: jax.Array, y: jax.Array) -> tuple[jax.Array, jax.Array]:
+    a = x * 2.0  # cheap, in the first group
+    b = a + y  # cheap, in the second group, read by the third
+    return -(jnp.tanh(b) * b), jnp.exp(x) * 3.0  # the exp keeps the first group alive
+
+
+def _three_groups(module) -> list[list[str]]:  # type: ignore[no-untyped-def]
+    broadcast, multiply = _names(module, "broadcast"), _names(module, "multiply")
+    assert len(broadcast) == 2 and len(multiply) == 3  # a, tanh(b) * b, exp(x) * 3
+    return [
+        [broadcast[0], multiply[0], *_names(module, "exponential"), broadcast[1], multiply[2]],
+        _names(module, "add", "tanh"),
+        [multiply[1], *_names(module, "negate")],
+    ]
+
+
+@pytest.mark.parametrize("passes", [1, 4])
+def test_a_clone_reading_a_cheap_value_of_a_third_group_recomputes_it(
+    passes: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The third group recomputes b = a + y; one pass leaves its clone reading a from
+    # the first group (two outputs there), a second pass recomputes a as well.
+    from hlo_go.xla import fusion
+
+    monkeypatch.setattr(fusion, "REGENERATION_PASSES", passes)
+    module = capture_prefusion(_relayed, X, Y)
+    regenerated, groups = regenerate_shared(module, _three_groups(module))
+    third = [regenerated.entry.instruction(n).opcode for n in groups[2]]
+    assert sorted(third) == (
+        ["add", "multiply", "negate"]
+        if passes == 1
+        else ["add", "broadcast", "multiply", "multiply", "negate"]
+    )
+    fused = apply_fusion(regenerated, groups)
+    fusions = [i for i in fused.entry.instructions if i.opcode == "fusion"]
+    # The first group writes a out (next to exp(x) * 3) only for the clone to read.
+    assert sum(f.shape.is_tuple for f in fusions) == (passes == 1)
+    _check_compiled(_relayed, fused, 3)
+
+
+def test_a_broadcast_left_alone_is_recomputed_by_its_readers() -> None:
+    def g(x: jax.Array, y: jax.Array) -> tuple[jax.Array, jax.Array]:
+        return jnp.tanh(x * 0.5), jnp.exp(y * 0.5)
+
+    module = capture_prefusion(g, X, Y)
+    (broadcast,) = _names(module, "broadcast")  # one 0.5 for both multiplies
+    first, second = [
+        [m, u]
+        for m, u in zip(
+            _names(module, "multiply"), _names(module, "tanh", "exponential"), strict=True
+        )
+    ]
+    regenerated, groups = regenerate_shared(module, [first, second])
+    assert broadcast not in regenerated.entry  # each group has its own copy instead
+    assert [sorted(regenerated.entry.instruction(n).opcode for n in grp) for grp in groups] == [
+        ["broadcast", "multiply", "tanh"],
+        ["broadcast", "exponential", "multiply"],
+    ]
+    compiled = compile_replacing(jax.jit(g).lower(X, Y), apply_fusion(regenerated, groups))
+    assert _fusions(compiled) == 2
+    for got, want in zip(compiled(X, Y), g(X, Y), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-6)

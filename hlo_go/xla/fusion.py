@@ -39,6 +39,10 @@ from hlo_go.hlo.opcodes import (
     REGENERATED_OPCODES,
 )
 
+# Passes of :func:`regenerate_shared`: a clone may read a cheap value of a third group,
+# which the next pass clones in turn (a read chain of at most this many hops).
+REGENERATION_PASSES = 4
+
 
 class FusionError(ValueError):
     """A fusion group that cannot be applied; the message names the group and why."""
@@ -225,9 +229,17 @@ def regenerate_shared(
     :data:`~hlo_go.decisions.legality.MAX_REGENERATED_CHAIN` in all), and which other
     groups read, is cloned (with those operands) into each group reading it; those
     groups read the clone instead. The value stays an output of its group only for the
-    entry root and users left unfused. Members no longer read (a group left with no
-    outputs, say) are removed. Cloning only adds reads of values the original group
-    already read, so no cycle appears.
+    entry root and users left unfused. A broadcast or iota left out of every group is
+    cloned into each group reading it the same way. Members no longer read (a group
+    left with no outputs, say) are removed. Cloning only adds reads of values the
+    original reader already read, so no cycle appears.
+
+    A clone may itself read a cheap value of a third group; the pass repeats, up to
+    :data:`REGENERATION_PASSES` times, so that value is recomputed too. On resnet_26
+    (jaxlib 0.10.2, the ``xla-cpu-like`` grouping) one pass left each forward
+    BatchNorm fusion writing up to seven f32[16,32,32,128] values for the backward
+    pass, broadcasts among them; repeating cut XLA's temporaries from 369 to 277 MB
+    (XLA's own fusion: 223 MB).
 
     Args:
       module: an unfused module (e.g. from :func:`hlo_go.xla.capture_prefusion`).
@@ -241,6 +253,18 @@ def regenerate_shared(
     Raises:
       FusionError: an unknown or non-fusible instruction, or overlapping groups.
     """
+    groups = [list(g) for g in groups]
+    for _ in range(REGENERATION_PASSES):
+        module, groups, changed = _regenerate_pass(module, groups)
+        if not changed:
+            break
+    return module, groups
+
+
+def _regenerate_pass(
+    module: HloModule, groups: list[list[str]]
+) -> tuple[HloModule, list[list[str]], bool]:
+    """One pass of :func:`regenerate_shared`; the flag says whether it cloned anything."""
     entry = module.entry
     groups, owner = _checked_groups(entry, groups)
     users: dict[str, list[str]] = {}
@@ -270,31 +294,36 @@ def regenerate_shared(
     redirect: dict[str, dict[str, str]] = {}
     taken = {i.name for i in entry.instructions}
     counter = itertools.count()
-    for gi, group in enumerate(groups):
-        for name in group:
-            if name not in entry:
-                continue  # apply_fusion names it
-            outside = [u for u in users.get(name, ()) if owner.get(u) != gi]
-            targets = list(dict.fromkeys(owner[u] for u in outside if u in owner))
-            if name == entry.root_name or not targets:
-                continue
-            members = chain(name, gi)
-            if members is None:
-                continue
-            for target in targets:
-                copy: dict[str, str] = {}
-                for member in members:
-                    while (fresh := f"{member}.regen.{next(counter)}") in taken:
-                        pass
-                    taken.add(fresh)
-                    copy[member] = fresh
-                clones.setdefault(name, []).append((target, copy))
-                groups[target].extend(copy.values())
-                for user in outside:
-                    if owner.get(user) == target:
-                        redirect.setdefault(user, {})[name] = copy[name]
+    # Members of groups, then values left out of every group that a group reads.
+    candidates: list[tuple[str, int | None]] = [(n, gi) for gi, g in enumerate(groups) for n in g]
+    candidates += [(i.name, None) for i in entry.instructions if _lone_regenerated(i, owner)]
+    lone: set[str] = set()
+    for name, gi in candidates:
+        if name not in entry:
+            continue  # apply_fusion names it
+        outside = [u for u in users.get(name, ()) if owner.get(u) != gi]
+        targets = list(dict.fromkeys(owner[u] for u in outside if u in owner))
+        if name == entry.root_name or not targets:
+            continue
+        members = [name] if gi is None else chain(name, gi)
+        if members is None:
+            continue
+        if gi is None:
+            lone.add(name)
+        for target in targets:
+            copy: dict[str, str] = {}
+            for member in members:
+                while (fresh := f"{member}.regen.{next(counter)}") in taken:
+                    pass
+                taken.add(fresh)
+                copy[member] = fresh
+            clones.setdefault(name, []).append((target, copy))
+            groups[target].extend(copy.values())
+            for user in outside:
+                if owner.get(user) == target:
+                    redirect.setdefault(user, {})[name] = copy[name]
     if not clones:
-        return module, groups
+        return module, groups, False
 
     instructions: list[HloInstruction] = []
     for instr in entry.instructions:
@@ -321,9 +350,11 @@ def regenerate_shared(
         for operand in dict.fromkeys(instr.operands):
             readers[operand] = readers.get(operand, 0) + 1
     by_name = {i.name: i for i in instructions}
-    fused = set(owner) | {
-        c for copies in clones.values() for _, copy in copies for c in copy.values()
-    }
+    fused = (
+        set(owner)
+        | lone
+        | {c for copies in clones.values() for _, copy in copies for c in copy.values()}
+    )
     pending = [n for n in fused if n != entry.root_name and not readers.get(n)]
     dead: set[str] = set()
     while pending:
@@ -355,6 +386,19 @@ def regenerate_shared(
             module.stack_frames,
         ),
         [g for g in new_groups if len(g) > 1],
+        True,
+    )
+
+
+def _lone_regenerated(instr: HloInstruction, owner: Mapping[str, int]) -> bool:
+    """Whether ``instr``, in no group, is cloned into the groups that read it: a
+    broadcast or iota, values that read (next to) nothing and that XLA fuses into each
+    consumer rather than writing out; a grouping leaving one alone would otherwise
+    write it at full size for its readers."""
+    return (
+        instr.name not in owner
+        and instr.opcode in ("broadcast", "iota")
+        and not instr.control_predecessors
     )
 
 
