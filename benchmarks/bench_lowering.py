@@ -80,8 +80,9 @@ QUICK_REPEATS = 2
 PARTIAL = RESULTS_DIR / "lowering.partial.json"
 # Bump when a change makes cached per-graph results incomparable. 2: searched leaves the
 # order to XLA on one device; 3: regeneration repeats across groups (and clones broadcasts
-# left alone), :func:`hlo_go.xla.fusion.regenerate_shared`.
-RESULTS_VERSION = 3
+# left alone), :func:`hlo_go.xla.fusion.regenerate_shared`; 4: timing rounds rotate the
+# order of the variants (:func:`hlo_go.xla.time_interleaved`).
+RESULTS_VERSION = 4
 # Graphs not started within this many seconds of the run are skipped (and listed).
 TIME_BUDGET_S = float(os.environ.get("HLO_GO_LOWERING_BUDGET_S", 4 * 3600))
 

@@ -1,6 +1,6 @@
 """Timing helpers shared by hlo_go.xla.measure and the benchmarks.
 
-Configurations are timed interleaved in one process (A B A B ...), after warm-up,
+Configurations are timed interleaved in one process (A B C, B C A, ...), after warm-up,
 with the garbage collector disabled inside each timed call, and are summarized by
 their median. Compare configurations by the ratio of medians, not by lone
 absolute times: this host's speed drifts from minute to minute, and interleaving
@@ -230,7 +230,13 @@ def time_interleaved(
     progress: Callable[[str], None] | None = None,
     clock: Clock = "wall",
 ) -> dict[str, Timing]:
-    """Times several configurations interleaved: A B A B ...
+    """Times several configurations interleaved, each round in a rotated order: A B C,
+    B C A, C A B, ...
+
+    Rotating keeps a configuration from always following the same one: in a fixed
+    order, two identical executables of a corpus graph (``xla-cpu-like`` and
+    ``searched`` on one device) measured up to 4 % apart on this host, the later one
+    slower on 6 of 8 graphs (``benchmarks/bench_lowering.py``, results version 3).
 
     Args:
       fns: configuration name -> zero-argument callable doing the work once.
@@ -248,9 +254,11 @@ def time_interleaved(
         for fn in fns.values():
             time_call(fn, clock=clock)
     samples: dict[str, list[float]] = {name: [] for name in fns}
+    names = list(fns)
     for round_index in range(repeats):
-        for name, fn in fns.items():
-            samples[name].append(time_call(fn, clock=clock))
+        shift = round_index % len(names)
+        for name in names[shift:] + names[:shift]:
+            samples[name].append(time_call(fns[name], clock=clock))
         if progress is not None:
             done = ", ".join(f"{name} {s[-1]:.3f}s" for name, s in samples.items())
             progress(f"round {round_index + 1}/{repeats}: {done}")
