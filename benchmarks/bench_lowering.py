@@ -10,8 +10,9 @@ sharing the host do not stretch the figures:
 * ``no-fusion``, ``xla-cpu-like``, ``fuse-all-legal``, ``priority-fusion``: the fusion
   baselines of :mod:`hlo_go.baselines` on ``host-cpu-1``, lowered with XLA's own order;
 * ``searched``: simulated annealing over the simulator on ``host-cpu-1``
-  (:data:`SEARCH_BUDGET` evaluations), then lowered: fusion only, the order XLA's (on
-  one device the order changes no simulated time, :func:`hlo_go.xla.searched_tasks`).
+  (:data:`SEARCH_BUDGET` evaluations), then lowered: its fusion, and XLA's order with
+  memory-freeing instructions run first (on one device the order changes no simulated
+  time, :func:`hlo_go.xla.searched_tasks`; :func:`hlo_go.xla.memory_schedule`).
 
 Every variant is run once and checked against the reference's outputs (dtype
 tolerances of :func:`hlo_go.xla.outputs_match`) before it is timed; correct variants are
@@ -81,8 +82,9 @@ PARTIAL = RESULTS_DIR / "lowering.partial.json"
 # Bump when a change makes cached per-graph results incomparable. 2: searched leaves the
 # order to XLA on one device; 3: regeneration repeats across groups (and clones broadcasts
 # left alone), :func:`hlo_go.xla.fusion.regenerate_shared`; 4: timing rounds rotate the
-# order of the variants (:func:`hlo_go.xla.time_interleaved`).
-RESULTS_VERSION = 4
+# order of the variants (:func:`hlo_go.xla.time_interleaved`); 5: searched orders the entry
+# for memory on one device (:func:`hlo_go.xla.memory_schedule`).
+RESULTS_VERSION = 5
 # Graphs not started within this many seconds of the run are skipped (and listed).
 TIME_BUDGET_S = float(os.environ.get("HLO_GO_LOWERING_BUDGET_S", 4 * 3600))
 

@@ -56,14 +56,21 @@ def test_temp_bytes_are_those_of_xla_buffer_assignment() -> None:
 
 def test_searched_orders_the_entry_only_where_the_order_changes_simulated_time() -> None:
     from hlo_go.sim import get_cluster
+    from hlo_go.xla import peak_bytes
 
-    # One device: one kernel at a time, nothing moved, so the search leaves XLA's order.
+    # One device: one kernel at a time, nothing moved, so the search decides no
+    # priorities; the entry keeps XLA's order, memory-freeing instructions first.
     assert searched_tasks(get_cluster("host-cpu-1")) == ("fusion",)
     assert "scheduling" in searched_tasks(get_cluster("v100x4"))
     prog = program(_f, (X, W))
     executable = prog.lower("searched", budget=20)
     assert prog.priorities("searched", executable.module, budget=20) is None
-    assert executable.order is None and "schedule=xla" in executable.label
+    assert executable.order is not None and "schedule=searched" in executable.label
+    assert executable.entry_order == executable.order
+    xla_order = prog.lower(fusion="searched", budget=20)
+    assert xla_order.order is None and "schedule=xla" in xla_order.label
+    entry = executable.optimized.entry
+    assert peak_bytes(entry, executable.order) <= peak_bytes(entry, xla_order.entry_order)
     assert prog.lower(fusion="no-fusion").label == "fusion=no-fusion, schedule=xla"
     assert not np.any(prog.decisions("searched", budget=20).placement)
     ordered = prog.priorities("searched", executable.module, cluster="v100x4", budget=20)

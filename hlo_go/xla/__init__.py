@@ -41,6 +41,7 @@ from hlo_go.xla.inputs import (
 )
 from hlo_go.xla.lowering import (
     HOST_CLUSTER,
+    MEMORY_ORDER,
     SEARCHED,
     Executable,
     LoweringError,
@@ -80,6 +81,8 @@ from hlo_go.xla.schedule import (
     compile_hooked,
     compile_with,
     list_schedule,
+    memory_schedule,
+    peak_bytes,
 )
 from hlo_go.xla.spmd import (
     COLLECTIVE_KINDS,
@@ -102,6 +105,7 @@ __all__ = [
     "COLLECTIVE_KINDS",
     "CPU_EMITTER_NOT_FUSIBLE",
     "HOST_CLUSTER",
+    "MEMORY_ORDER",
     "NOT_FUSIBLE",
     "PREFUSION_COMPILER_OPTIONS",
     "SEARCHED",
@@ -162,9 +166,11 @@ __all__ = [
     "measure",
     "measure_many",
     "measure_placed",
+    "memory_schedule",
     "outputs_match",
     "partition",
     "passes_run",
+    "peak_bytes",
     "pin_to_cpu",
     "placed_module",
     "profile_lowered",

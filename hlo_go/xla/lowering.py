@@ -18,8 +18,8 @@ XLA's pipeline, fusion passes off, and
 
 Decisions come as a baseline name (:func:`hlo_go.baselines.get`: ``"xla-cpu-like"``,
 ``"critical-path"``, ...), ``"searched"`` (simulated annealing over the simulator on
-:data:`HOST_CLUSTER`; on a one-device cluster it decides fusion only and leaves the
-order to XLA, :func:`searched_tasks`), a :class:`~hlo_go.decisions.Decisions` for the
+:data:`HOST_CLUSTER`; on a one-device cluster it decides fusion only and keeps XLA's
+order with memory-freeing instructions run first, :func:`searched_tasks`), a :class:`~hlo_go.decisions.Decisions` for the
 program's pre-fusion graph (:attr:`Program.graph`), or explicit groups / priorities by
 instruction name. :meth:`Program.default` is XLA's own compile, the reference every
 lowering is checked and timed against (:func:`hlo_go.xla.measure`).
@@ -60,13 +60,16 @@ from hlo_go.xla.inputs import (
     random_arguments,
     random_inputs,
 )
-from hlo_go.xla.schedule import compile_hooked
+from hlo_go.xla.schedule import compile_hooked, memory_schedule
 from hlo_go.xla.support import screen
 
 # The cluster baselines and the search decide for: one calibrated core of this host.
 HOST_CLUSTER = "host-cpu-1"
 # The method name of simulated annealing over the simulator, then lowered.
 SEARCHED = "searched"
+# The schedule that keeps XLA's order but runs memory-freeing instructions first
+# (:func:`hlo_go.xla.memory_schedule`); :data:`SEARCHED`'s schedule on one device.
+MEMORY_ORDER = "memory"
 # Standard deviation of random float inputs (small, so deep training steps stay finite).
 RANDOM_SCALE = 0.1
 
@@ -404,7 +407,7 @@ class Program:
           Name -> priority, or None for XLA's own order (also :data:`SEARCHED` where the
           search does not decide the order, :func:`searched_tasks`).
         """
-        if schedule is None:
+        if schedule is None or schedule == MEMORY_ORDER:
             return None
         if schedule == SEARCHED:
             from hlo_go.sim import get_cluster
@@ -449,7 +452,8 @@ class Program:
             name), a ``Decisions`` (its fusion priority), groups of pre-fusion entry
             instruction names, or an already fused module; None: no fusion.
           schedule: a method name (``"fifo"``, ``"critical-path"``, :data:`SEARCHED`, ...),
-            a ``Decisions`` (its schedule priority), or priorities per entry instruction
+            :data:`MEMORY_ORDER` (XLA's order, memory-freeing instructions first), a
+            ``Decisions`` (its schedule priority), or priorities per entry instruction
             name of the fused module; None: XLA's own order.
           limits: fusion grouping limits.
           cluster: the cluster preset methods decide for.
@@ -470,12 +474,18 @@ class Program:
         common = {"cluster": cluster, "seed": seed, "budget": budget}
         module, groups = self.fused_module(fusion, limits=limits, **common)
         priority = self.priorities(schedule, module, **common)
+        # ``"searched"`` on one device decides no priorities (no order changes the
+        # simulated time there); it takes the order of least memory instead.
+        by_memory = priority is None and schedule in (MEMORY_ORDER, SEARCHED)
         compiled, order = compile_hooked(
-            self._compile, self.name, module=module, priority=priority, platform=self.platform
+            self._compile,
+            self.name,
+            module=module,
+            priority=priority,
+            reorder=memory_schedule if by_memory else None,
+            platform=self.platform,
         )
-        # No schedule, or one that resolved to no priorities (``"searched"`` on one
-        # device), leaves the order to XLA.
-        ordered_by = "xla" if priority is None else _label(schedule)
+        ordered_by = "xla" if priority is None and not by_memory else _label(schedule)
         label = f"fusion={_label(fusion)}, schedule={ordered_by}"
         return Executable(
             compiled,
@@ -506,10 +516,11 @@ def searched_tasks(cluster: Any) -> tuple[str, ...]:
 
     On one device the simulator runs one kernel at a time and moves nothing between
     devices, so the order of the entry changes no simulated step time (only memory):
-    there the search decides fusion only, and the schedule stays XLA's own (its
-    scheduler orders for memory). An order from a search indifferent to it, imposed on
-    the same fusion, measured 1.6 % and 4.4 % slower than XLA's on bert_l2 and resnet_26
-    on this host (1 % faster on gpt2_l2, within noise).
+    there the search decides fusion only, and :meth:`Program.lower` orders for memory
+    (:data:`MEMORY_ORDER`: XLA's order, memory-freeing instructions first). An order
+    from a search indifferent to memory, imposed on the same fusion, measured 1.6 % and
+    4.4 % slower than XLA's on bert_l2 and resnet_26 on this host (1 % faster on
+    gpt2_l2, within noise).
 
     Returns:
       ``("fusion",)`` on one device, else placement, scheduling and fusion.

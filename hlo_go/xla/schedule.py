@@ -22,6 +22,120 @@ class ScheduleError(ValueError):
     """An order that is not a permutation of the computation or breaks a dependency."""
 
 
+# Opcodes that define no buffer of their own: they alias an operand's (or, for
+# parameters and constants, memory XLA does not count as temporaries).
+_NO_BUFFER = frozenset({"bitcast", "get-tuple-element", "tuple", "parameter", "constant"})
+
+
+class _Buffers:
+    """The liveness model :func:`peak_bytes` and :func:`memory_schedule` share.
+
+    Every instruction outside :data:`_NO_BUFFER` defines one buffer, the bytes of its
+    array leaves. A read through bitcasts, tuples and get-tuple-elements is a read of
+    the buffers underneath. A buffer dies when its last reader has run; buffers the
+    root reaches (the outputs) never die. In-place reuse and XLA's buffer sharing are not
+    modelled, so the figures bound XLA's temporaries from above.
+    """
+
+    def __init__(self, computation: HloComputation) -> None:
+        self.size: dict[str, int] = {}
+        owners: dict[str, frozenset[str]] = {}
+        for instr in computation.instructions:
+            if instr.opcode in _NO_BUFFER:
+                owners[instr.name] = frozenset().union(*(owners[o] for o in instr.operands))
+            else:
+                self.size[instr.name] = sum(leaf.byte_size() for leaf in instr.shape.leaves())
+                owners[instr.name] = frozenset({instr.name})
+        self.reads: dict[str, frozenset[str]] = {
+            i.name: frozenset().union(*(owners[o] for o in i.operands))
+            for i in computation.instructions
+            if i.opcode not in _NO_BUFFER
+        }
+        self.outputs = owners[computation.root_name]
+        self.readers: dict[str, int] = dict.fromkeys(self.size, 0)
+        for buffers in self.reads.values():
+            for b in buffers:
+                self.readers[b] += 1
+
+
+def peak_bytes(computation: HloComputation, order: Sequence[str]) -> int:
+    """The most bytes live at once when ``computation`` runs in ``order``, under the
+    model of :class:`_Buffers` (an instruction's operands and result are live together
+    while it runs)."""
+    model = _Buffers(computation)
+    left = dict(model.readers)
+    live = peak = 0
+    for name in order:
+        if name not in model.size:
+            continue
+        live += model.size[name]
+        peak = max(peak, live)
+        dead = [b for b in model.reads[name] if _last_read(b, left, model)]
+        if left[name] == 0 and name not in model.outputs:
+            dead.append(name)
+        live -= sum(model.size[b] for b in dead)
+    return peak
+
+
+def _last_read(buffer: str, left: dict[str, int], model: _Buffers) -> bool:
+    """Counts one read of ``buffer`` done; True when it was the last (and it can die)."""
+    left[buffer] -= 1
+    return left[buffer] == 0 and buffer not in model.outputs
+
+
+def memory_schedule(computation: HloComputation, order: Sequence[str]) -> list[str]:
+    """``order`` (e.g. XLA's own schedule) with instructions that free memory run early.
+
+    A list schedule: among the ready instructions, one whose run frees more bytes than
+    it defines (it is the last reader of a large operand) runs first, the one freeing
+    the most; when none does, the ready instruction earliest in ``order``. Each such
+    move lowers the bytes live between the instruction's new and old places, e.g. a loss
+    that is the last reader of the logits runs before the softmax gradient that writes a
+    tensor of the same size.
+
+    Args:
+      computation: the computation (usually a scheduled entry).
+      order: its instruction names in a valid order, the tie-break.
+
+    Returns:
+      The new order, or ``order`` itself where the new one's :func:`peak_bytes` is not
+      lower.
+    """
+    model = _Buffers(computation)
+    position = {n: k for k, n in enumerate(order)}
+    deps = {i.name: set(i.operands) | set(i.control_predecessors) for i in computation.instructions}
+    users: dict[str, list[str]] = {}
+    for name, ds in deps.items():
+        for d in ds:
+            users.setdefault(d, []).append(name)
+    waiting = {n: len(ds) for n, ds in deps.items()}
+    left = dict(model.readers)
+    ready = {n for n, w in waiting.items() if w == 0}
+    new: list[str] = []
+    while ready:
+        best, best_net = min(ready, key=position.__getitem__), 0
+        for name in ready:
+            if name not in model.size:
+                continue
+            freed = sum(
+                model.size[b] for b in model.reads[name] if left[b] == 1 and b not in model.outputs
+            )
+            net = model.size[name] - freed
+            if net < best_net or (net == best_net < 0 and position[name] < position[best]):
+                best, best_net = name, net
+        ready.remove(best)
+        new.append(best)
+        for b in model.reads.get(best, ()):
+            left[b] -= 1
+        for user in users.get(best, ()):
+            waiting[user] -= 1
+            if waiting[user] == 0:
+                ready.add(user)
+    if len(new) != len(order):
+        raise ScheduleError(f"computation {computation.name!r} has a dependency cycle")
+    return new if peak_bytes(computation, new) < peak_bytes(computation, order) else list(order)
+
+
 def list_schedule(computation: HloComputation, priority: Mapping[str, float]) -> list[str]:
     """A dependency-respecting order: whenever several instructions are ready, the one
     with the highest priority runs first (ties: text order, i.e. FIFO).
@@ -105,12 +219,14 @@ def compile_with(
     *,
     module: HloModule | None = None,
     priority: Mapping[str, float] | None = None,
+    reorder: Callable[[HloComputation, list[str]], list[str]] | None = None,
     platform: str = "cpu",
 ) -> tuple[Any, list[str] | None]:
     """Compiles ``lowered`` through XLA's pipeline (fusion passes off), with
     ``module`` (e.g. from :func:`hlo_go.xla.apply_fusion`) swapped in before
     scheduling and, if ``priority`` is given, the entry list-scheduled by it after
-    XLA's scheduler.
+    XLA's scheduler (or, if ``reorder`` is, put in the order it gives; see
+    :func:`compile_hooked`).
 
     Returns:
       ``(compiled, order)``: the ``jax.stages.Compiled`` and the entry order imposed
@@ -122,6 +238,7 @@ def compile_with(
         module_name,
         module=module,
         priority=priority,
+        reorder=reorder,
         platform=platform,
     )
 
@@ -132,6 +249,7 @@ def compile_hooked(
     *,
     module: HloModule | None = None,
     priority: Mapping[str, float] | None = None,
+    reorder: Callable[[HloComputation, list[str]], list[str]] | None = None,
     platform: str = "cpu",
 ) -> tuple[Any, list[str] | None]:
     """:func:`compile_with` for any compile: ``compile_fn(compiler_options)`` runs XLA's
@@ -144,10 +262,13 @@ def compile_hooked(
       module: swapped in before scheduling; None keeps XLA's (unfused) module.
       priority: list-schedule the entry by these priorities after XLA's scheduler (per
         instruction name; missing names run as soon as ready); None keeps XLA's order.
+      reorder: with no ``priority``, the entry's order after XLA's scheduler from the
+        entry and XLA's order (e.g. :func:`memory_schedule`); None keeps XLA's.
       platform: XLA platform.
 
     Returns:
-      ``(compiled, order)`` as :func:`compile_with`.
+      ``(compiled, order)`` as :func:`compile_with` (the order is None when neither
+      ``priority`` nor ``reorder`` was given).
 
     Raises:
       ScheduleError: the imposed order breaks a dependency.
@@ -156,7 +277,7 @@ def compile_hooked(
     from hlo_go.xla._jaxlib import xla_module_to_text, xla_parse
     from hlo_go.xla.hooks import PREFUSION_COMPILER_OPTIONS, hlo_hook
 
-    fired = {"pre": module is None, "post": priority is None}
+    fired = {"pre": module is None, "post": priority is None and reorder is None}
     imposed: list[str] = []
     errors: list[Exception] = []
 
@@ -168,9 +289,12 @@ def compile_hooked(
     def order(scheduled: Any) -> bytes | None:
         fired["post"] = True
         current = parse_hlo(xla_module_to_text(scheduled))
-        assert priority is not None
         try:
-            imposed[:] = list_schedule(current.entry, priority)
+            if priority is not None:
+                imposed[:] = list_schedule(current.entry, priority)
+            else:
+                assert reorder is not None
+                imposed[:] = reorder(current.entry, [i.name for i in current.entry.instructions])
             reordered = apply_schedule(current, imposed)
         except ScheduleError as error:  # XLA would only say "callback failed"
             errors.append(error)
@@ -181,7 +305,7 @@ def compile_hooked(
     with contextlib.ExitStack() as stack:
         if module is not None:
             stack.enter_context(hlo_hook(swap, module_name=module_name, platform=platform))
-        if priority is not None:
+        if priority is not None or reorder is not None:
             stack.enter_context(
                 hlo_hook(order, module_name=module_name, stage="post_scheduler", platform=platform)
             )
@@ -193,4 +317,4 @@ def compile_hooked(
             raise
     if not all(fired.values()):
         raise RuntimeError(f"XLA's compile of {module_name!r} did not reach every hook: {fired}")
-    return compiled, (imposed if priority is not None else None)
+    return compiled, (imposed if priority is not None or reorder is not None else None)
