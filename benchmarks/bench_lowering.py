@@ -83,7 +83,8 @@ PARTIAL = RESULTS_DIR / "lowering.partial.json"
 # order to XLA on one device; 3: regeneration repeats across groups (and clones broadcasts
 # left alone), :func:`hlo_go.xla.fusion.regenerate_shared`; 4: timing rounds rotate the
 # order of the variants (:func:`hlo_go.xla.time_interleaved`); 5: searched orders the entry
-# for memory on one device (:func:`hlo_go.xla.memory_schedule`).
+# for memory on one device (:func:`hlo_go.xla.memory_schedule`), and fusions read values
+# written out anyway rather than recompute them (:func:`hlo_go.xla.regenerate_shared`).
 RESULTS_VERSION = 5
 # Graphs not started within this many seconds of the run are skipped (and listed).
 TIME_BUDGET_S = float(os.environ.get("HLO_GO_LOWERING_BUDGET_S", 4 * 3600))

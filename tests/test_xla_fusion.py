@@ -198,3 +198,23 @@ def test_a_broadcast_left_alone_is_recomputed_by_its_readers() -> None:
         ["broadcast", "exponential", "multiply"],
     ]
     _check_compiled(g, apply_fusion(regenerated, groups), 2)
+
+
+def _kept(x: jax.Array, y: jax.Array) -> tuple[jax.Array, jax.Array]:
+    s = x * 0.5 + y  # an output of the step: written out whatever is cloned
+    return s, -jnp.tanh(s * 3.0)  # s * 3 is cheap, in s's group, read by tanh's
+
+
+def test_a_clone_reads_a_value_written_out_anyway_rather_than_recompute_it() -> None:
+    module = capture_prefusion(_kept, X, Y)
+    first = _names(module, "broadcast", "multiply", "add")
+    regenerated, groups = regenerate_shared(module, [first, _names(module, "tanh", "negate")])
+    clones = [regenerated.entry.instruction(n) for n in groups[1] if ".regen." in n]
+    # s * 3 and its broadcast are cloned; the clone reads s itself, not a copy of x * 0.5 + y.
+    assert sorted(c.opcode for c in clones) == ["broadcast", "multiply"]
+    (add,) = _names(module, "add")
+    assert add in next(c for c in clones if c.opcode == "multiply").operands
+    fused = apply_fusion(regenerated, groups)
+    fusions = [i for i in fused.entry.instructions if i.opcode == "fusion"]
+    assert not fusions[0].shape.is_tuple  # s only: s * 3 is no longer written out
+    _check_compiled(_kept, fused, 2)
