@@ -83,6 +83,17 @@ def _last_read(buffer: str, left: dict[str, int], model: _Buffers) -> bool:
     return left[buffer] == 0 and buffer not in model.outputs
 
 
+def _dependencies(computation: HloComputation) -> tuple[dict[str, list[str]], dict[str, int]]:
+    """``(users, waiting)``: who reads each instruction (operands and control edges), and
+    how many instructions each one waits for."""
+    deps = {i.name: set(i.operands) | set(i.control_predecessors) for i in computation.instructions}
+    users: dict[str, list[str]] = {}
+    for name, ds in deps.items():
+        for d in ds:
+            users.setdefault(d, []).append(name)
+    return users, {n: len(ds) for n, ds in deps.items()}
+
+
 def memory_schedule(computation: HloComputation, order: Sequence[str]) -> list[str]:
     """``order`` (e.g. XLA's own schedule) with instructions that free memory run early.
 
@@ -103,12 +114,7 @@ def memory_schedule(computation: HloComputation, order: Sequence[str]) -> list[s
     """
     model = _Buffers(computation)
     position = {n: k for k, n in enumerate(order)}
-    deps = {i.name: set(i.operands) | set(i.control_predecessors) for i in computation.instructions}
-    users: dict[str, list[str]] = {}
-    for name, ds in deps.items():
-        for d in ds:
-            users.setdefault(d, []).append(name)
-    waiting = {n: len(ds) for n, ds in deps.items()}
+    users, waiting = _dependencies(computation)
     left = dict(model.readers)
     ready = {n for n, w in waiting.items() if w == 0}
     new: list[str] = []
@@ -150,12 +156,7 @@ def list_schedule(computation: HloComputation, priority: Mapping[str, float]) ->
     """
     names = [i.name for i in computation.instructions]
     position = {n: k for k, n in enumerate(names)}
-    deps = {i.name: set(i.operands) | set(i.control_predecessors) for i in computation.instructions}
-    users: dict[str, list[str]] = {}
-    for name, ds in deps.items():
-        for d in ds:
-            users.setdefault(d, []).append(name)
-    waiting = {n: len(ds) for n, ds in deps.items()}
+    users, waiting = _dependencies(computation)
     heap = [(-priority.get(n, math.inf), position[n], n) for n in names if waiting[n] == 0]
     heapq.heapify(heap)
     order: list[str] = []
