@@ -108,6 +108,10 @@ def test_peak_bytes_and_memory_schedule_by_hand() -> None:
     assert peak_bytes(entry, new) == 2 * 1024 + 4
     # Already the order of least memory: returned unchanged.
     assert memory_schedule(entry, new) == new
+    with pytest.raises(ScheduleError, match=r"missing \['p'\], unknown \['q'\]"):
+        peak_bytes(entry, ["x", "l", "e", "s", "q", "t"])
+    with pytest.raises(ScheduleError, match="each instruction once"):
+        memory_schedule(entry, text_order[:-1])
 
 
 def test_memory_schedule_keeps_an_order_it_cannot_improve() -> None:

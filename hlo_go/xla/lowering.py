@@ -19,10 +19,11 @@ XLA's pipeline, fusion passes off, and
 Decisions come as a baseline name (:func:`hlo_go.baselines.get`: ``"xla-cpu-like"``,
 ``"critical-path"``, ...), ``"searched"`` (simulated annealing over the simulator on
 :data:`HOST_CLUSTER`; on a one-device cluster it decides fusion only and keeps XLA's
-order with memory-freeing instructions run first, :func:`searched_tasks`), a :class:`~hlo_go.decisions.Decisions` for the
-program's pre-fusion graph (:attr:`Program.graph`), or explicit groups / priorities by
-instruction name. :meth:`Program.default` is XLA's own compile, the reference every
-lowering is checked and timed against (:func:`hlo_go.xla.measure`).
+order with memory-freeing instructions run first, :func:`searched_tasks`), a
+:class:`~hlo_go.decisions.Decisions` for the program's pre-fusion graph
+(:attr:`Program.graph`), or explicit groups / priorities by instruction name.
+:meth:`Program.default` is XLA's own compile, the reference every lowering is checked
+and timed against (:func:`hlo_go.xla.measure`).
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ class _Buffers:
     array leaves. A read through bitcasts, tuples and get-tuple-elements is a read of
     the buffers underneath. A buffer dies when its last reader has run; buffers the
     root reaches (the outputs) never die. In-place reuse and XLA's buffer sharing are not
-    modelled, so the figures bound XLA's temporaries from above.
+    modelled, so the figures approximate XLA's temporaries, mostly from above.
     """
 
     def __init__(self, computation: HloComputation) -> None:
@@ -58,10 +58,27 @@ class _Buffers:
                 self.readers[b] += 1
 
 
+def _check_order(computation: HloComputation, order: Sequence[str]) -> None:
+    """Raises :class:`ScheduleError` unless ``order`` lists each instruction once."""
+    names = [i.name for i in computation.instructions]
+    if len(order) != len(names) or set(order) != set(names):
+        missing = sorted(set(names) - set(order))[:5]
+        unknown = sorted(set(order) - set(names))[:5]
+        raise ScheduleError(
+            f"order of {computation.name!r} must list each instruction once; "
+            f"missing {missing}, unknown {unknown}"
+        )
+
+
 def peak_bytes(computation: HloComputation, order: Sequence[str]) -> int:
     """The most bytes live at once when ``computation`` runs in ``order``, under the
     model of :class:`_Buffers` (an instruction's operands and result are live together
-    while it runs)."""
+    while it runs).
+
+    Raises:
+      ScheduleError: ``order`` does not list each instruction once.
+    """
+    _check_order(computation, order)
     model = _Buffers(computation)
     left = dict(model.readers)
     live = peak = 0
@@ -70,17 +87,11 @@ def peak_bytes(computation: HloComputation, order: Sequence[str]) -> int:
             continue
         live += model.size[name]
         peak = max(peak, live)
-        dead = [b for b in model.reads[name] if _last_read(b, left, model)]
-        if left[name] == 0 and name not in model.outputs:
-            dead.append(name)
-        live -= sum(model.size[b] for b in dead)
+        for b in model.reads[name]:
+            left[b] -= 1
+        dead = [b for b in (*model.reads[name], name) if left[b] == 0]
+        live -= sum(model.size[b] for b in dead if b not in model.outputs)
     return peak
-
-
-def _last_read(buffer: str, left: dict[str, int], model: _Buffers) -> bool:
-    """Counts one read of ``buffer`` done; True when it was the last (and it can die)."""
-    left[buffer] -= 1
-    return left[buffer] == 0 and buffer not in model.outputs
 
 
 def _dependencies(computation: HloComputation) -> tuple[dict[str, list[str]], dict[str, int]]:
@@ -111,7 +122,11 @@ def memory_schedule(computation: HloComputation, order: Sequence[str]) -> list[s
     Returns:
       The new order, or ``order`` itself where the new one's :func:`peak_bytes` is not
       lower.
+
+    Raises:
+      ScheduleError: ``order`` does not list each instruction once.
     """
+    _check_order(computation, order)
     model = _Buffers(computation)
     position = {n: k for k, n in enumerate(order)}
     users, waiting = _dependencies(computation)
