@@ -84,8 +84,9 @@ PARTIAL = RESULTS_DIR / "lowering.partial.json"
 # left alone), :func:`hlo_go.xla.fusion.regenerate_shared`; 4: timing rounds rotate the
 # order of the variants (:func:`hlo_go.xla.time_interleaved`); 5: searched orders the entry
 # for memory on one device (:func:`hlo_go.xla.memory_schedule`), and fusions read values
-# written out anyway rather than recompute them (:func:`hlo_go.xla.regenerate_shared`).
-RESULTS_VERSION = 5
+# written out anyway rather than recompute them (:func:`hlo_go.xla.regenerate_shared`); 6:
+# large dots and convolutions stay out of our fusions (:func:`hlo_go.decisions.large_matrix_nodes`).
+RESULTS_VERSION = 6
 # Graphs not started within this many seconds of the run are skipped (and listed).
 TIME_BUDGET_S = float(os.environ.get("HLO_GO_LOWERING_BUDGET_S", 4 * 3600))
 

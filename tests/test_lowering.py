@@ -280,3 +280,45 @@ def test_cli_measure_smoke(tmp_path, capsys) -> None:  # type: ignore[no-untyped
     # malloc is set up when a process starts: only a --cpu child can have it retained
     assert main(["measure", str(path), "--allocator", "retain"]) == 2
     assert "--allocator needs --cpu" in capsys.readouterr().out
+
+
+def _conv(x: jax.Array, k: jax.Array) -> jax.Array:
+    # A dilated 1-d convolution: XLA:CPU runs it bare, not as a library (kCustom) fusion.
+    dims = ("NWC", "WIO", "NWC")
+    return jax.lax.conv_general_dilated(
+        x, k, (1,), "VALID", rhs_dilation=(2,), dimension_numbers=dims
+    )
+
+
+def _two_convs(x: jax.Array, k: jax.Array, s: jax.Array) -> tuple[jax.Array, jax.Array]:
+    big = jnp.tanh(_conv(x, k)) + 1.0  # f32[8,60,32]: 60 KiB out, larger than XLA:CPU fuses
+    small = jnp.tanh(_conv(s, k[:, :4, :4])) + 1.0  # f32[1,4,4]: 64 bytes
+    return big, small
+
+
+def test_large_convolutions_stay_out_of_fusions_small_ones_may_fuse() -> None:
+    from hlo_go.decisions import SMALL_MATRIX_BYTES, large_matrix_nodes
+    from hlo_go.xla.lowering import without_large_matrices
+
+    x = jnp.linspace(-1.0, 1.0, 8 * 64 * 32).reshape(8, 64, 32)
+    k = jnp.linspace(-0.1, 0.1, 3 * 32 * 32).reshape(3, 32, 32)
+    s = jnp.linspace(-1.0, 1.0, 8 * 4).reshape(1, 8, 4)
+    prog = program(_two_convs, (x, k, s))
+    graph = prog.graph
+    opcode = {n: prog.prefusion.entry.instruction(n).opcode for n in graph.names}
+    convs = [i for i, n in enumerate(graph.names) if opcode[n] == "convolution"]
+    assert len(convs) == 2  # both bare: what our fusions could take
+    large = large_matrix_nodes(graph)
+    big = max(convs, key=lambda i: graph.bytes_out[i])
+    small = min(convs, key=lambda i: graph.bytes_out[i])
+    assert graph.bytes_out[big] > SMALL_MATRIX_BYTES and large[big] and not large[small]
+    assert large.sum() == 1
+
+    every = Decisions.default(graph)._replace(fusion_priority=np.ones(graph.num_nodes, np.float32))
+    kept = without_large_matrices(graph, every)
+    assert kept.fusion_priority[big] == 0 and kept.fusion_priority[small] == 1
+    assert without_large_matrices(graph, kept) is kept  # nothing left to change
+    executable = prog.lower(fusion="fuse-all-legal")
+    fused = {name for group in executable.groups for name in group}
+    assert graph.names[small] in fused and graph.names[big] not in fused
+    _close(executable(*prog.args), jax.jit(_two_convs)(x, k, s))

@@ -15,8 +15,8 @@ outputs, one output shape, at most ``max_nodes`` members). A baseline therefore 
     transpose, slice, dynamic-slice, dynamic-update-slice, concatenate, pad, reverse,
     iota, gather, copy, reduce (as a group's output only) and constants;
   - no non-scalar constants (XLA keeps them as buffers);
-  - size threshold: a ``dot``/``convolution`` takes part only when it is small (its
-    operands and output at most :data:`SMALL_DOT_BYTES`, XLA:CPU's 16 KiB
+  - size threshold: a ``dot``/``convolution`` takes part only when it is small
+    (:func:`hlo_go.decisions.large_matrix_nodes`: XLA:CPU's 16 KiB
     ``kFusionThresholdBytes``); big ones stay library calls;
   - never fuse an *expensive* producer (transcendental or division-like elementwise
     ops, XLA's ``IsExpensive``) into a consumer that *reuses its elements* (a broadcast
@@ -39,13 +39,10 @@ from __future__ import annotations
 import numpy as np
 
 from hlo_go.decisions import fusible_nodes
-from hlo_go.decisions.legality import OUTPUT_ONLY
+from hlo_go.decisions.legality import OUTPUT_ONLY, large_matrix_nodes
 from hlo_go.graph import FEATURE_NAMES, OPCODE_VOCAB, OpGraph
 from hlo_go.hlo import ELEMENTWISE_OPCODES
 from hlo_go.sim import KERNEL, Cluster, node_costs, node_kinds
-
-# XLA:CPU fuses a dot only when this small (bytes of operands and output).
-SMALL_DOT_BYTES = 16 * 1024
 
 LOOP_FUSIBLE_OPCODES: frozenset[str] = ELEMENTWISE_OPCODES | frozenset({
     "broadcast", "reshape", "bitcast", "transpose", "slice", "dynamic-slice",
@@ -157,11 +154,7 @@ def xla_cpu_like_eligible(graph: OpGraph) -> np.ndarray:
     elements = np.expm1(graph.features[:, _LOG_ELEMENTS].astype(np.float64))
     eligible = fusible_nodes(graph) & _LOOP_FUSIBLE[op]
     eligible &= ~(_CONSTANT[op] & (elements > 1.5))  # no non-scalar constants
-    small_matrix = (
-        _MATRIX[op]
-        & (graph.bytes_read <= 2 * SMALL_DOT_BYTES)
-        & (graph.bytes_out <= SMALL_DOT_BYTES)
-    )
+    small_matrix = _MATRIX[op] & ~large_matrix_nodes(graph)
     eligible |= fusible_nodes(graph) & small_matrix
     # Never fuse an expensive producer into a consumer that reuses its elements.
     bad = expensive_nodes(graph)[graph.senders] & reuses_operand(graph)

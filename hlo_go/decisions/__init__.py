@@ -8,7 +8,7 @@ Public names::
     edge_priority, candidate_edges, fusion_group_names
     fusible_nodes, FUSIBLE_OPCODES, CPU_EMITTER_NOT_FUSIBLE, OUTPUT_ONLY_OPCODES,
     check_fusion_groups, FusionGroupError
-    graph_output_dims, module_output_dims
+    graph_output_dims, module_output_dims, large_matrix_nodes, SMALL_MATRIX_BYTES
     Adjacency, adjacency, build_adjacency, graph_cached
 
 Module by concept: :mod:`~hlo_go.decisions.decisions` (the action type),
@@ -31,10 +31,12 @@ from hlo_go.decisions.legality import (
     CPU_EMITTER_NOT_FUSIBLE,
     FUSIBLE_OPCODES,
     OUTPUT_ONLY_OPCODES,
+    SMALL_MATRIX_BYTES,
     FusionGroupError,
     check_fusion_groups,
     fusible_nodes,
     graph_output_dims,
+    large_matrix_nodes,
     module_output_dims,
 )
 
@@ -43,6 +45,7 @@ __all__ = [
     "DEFAULT_LIMITS",
     "FUSIBLE_OPCODES",
     "OUTPUT_ONLY_OPCODES",
+    "SMALL_MATRIX_BYTES",
     "Adjacency",
     "Decisions",
     "FusionGroupError",
@@ -57,5 +60,6 @@ __all__ = [
     "fusion_groups",
     "graph_cached",
     "graph_output_dims",
+    "large_matrix_nodes",
     "module_output_dims",
 ]

@@ -67,6 +67,13 @@ FUSIBLE_OPCODES: np.ndarray = np.array(
 )
 FUSIBLE_OPCODES.flags.writeable = False
 
+# XLA:CPU fuses a dot or convolution only when this small (bytes of its output; its
+# operands may read twice as many). Larger ones run as library kernels (Eigen, YNNPACK).
+SMALL_MATRIX_BYTES = 16 * 1024
+MATRIX_OPCODES: frozenset[str] = frozenset({"dot", "convolution"})
+_MATRIX = np.array([name in MATRIX_OPCODES for name in OPCODE_VOCAB])
+_MATRIX.flags.writeable = False
+
 _IS_TUPLE = FEATURE_NAMES.index("is_tuple")
 _RANK = FEATURE_NAMES.index("rank")
 _LOG_ELEMENTS = FEATURE_NAMES.index("log_elements")
@@ -91,6 +98,31 @@ def fusible_nodes(graph: OpGraph) -> np.ndarray:
 
 def _fusible_nodes(graph: OpGraph) -> np.ndarray:
     return _readonly(FUSIBLE_OPCODES[graph.opcode] & (graph.features[:, _IS_TUPLE] == 0))
+
+
+def large_matrix_nodes(graph: OpGraph) -> np.ndarray:
+    """Which nodes are dots or convolutions larger than XLA:CPU ever fuses.
+
+    A dot or convolution is small when it writes at most :data:`SMALL_MATRIX_BYTES`
+    and reads at most twice that; XLA:CPU's own fusion takes only small ones. Inside a
+    loop fusion, XLA's elemental emitter computes one output element at a time and sums
+    its products in sequence, so a large one is slower than the library kernel and less
+    accurate: :meth:`hlo_go.xla.Program.lower` keeps large ones out of our fusions
+    (measured on wavenet_s8, jaxlib 0.10.2: with its 643 convolutions fused, the
+    step's outputs were 80 times further from float64 than XLA's own compile's).
+
+    Args:
+      graph: an OpGraph.
+
+    Returns:
+      ``bool[N]`` (read-only, cached per graph).
+    """
+    return graph_cached(graph, "large_matrix_nodes", _large_matrix_nodes)
+
+
+def _large_matrix_nodes(graph: OpGraph) -> np.ndarray:
+    small = (graph.bytes_read <= 2 * SMALL_MATRIX_BYTES) & (graph.bytes_out <= SMALL_MATRIX_BYTES)
+    return _readonly(_MATRIX[graph.opcode] & ~small)
 
 
 def _readonly(array: np.ndarray) -> np.ndarray:

@@ -8,6 +8,8 @@ XLA's pipeline, fusion passes off, and
 1. **fusion**: the pre-fusion module (:func:`hlo_go.xla.capture_prefusion`) fused by our
    groups (:func:`hlo_go.xla.apply_fusion`; what stays unfused wrapped alone as XLA's
    fusion-wrapper had it, :func:`hlo_go.xla.unwrap_fusions`) swapped in before scheduling.
+   Dots and convolutions larger than XLA:CPU fuses stay kernels of their own whatever
+   the decisions say (:func:`without_large_matrices`);
    The graph sees a ``while`` (or ``conditional``) as one node, so decisions never reach
    its body: bodies get XLA's own fusion, YNNPACK dots included
    (:func:`hlo_go.xla.adopt_control_flow`), except with ``fusion=None`` (nothing fused
@@ -37,7 +39,13 @@ from typing import Any
 import jax
 import numpy as np
 
-from hlo_go.decisions import DEFAULT_LIMITS, Decisions, FusionLimits, fusion_group_names
+from hlo_go.decisions import (
+    DEFAULT_LIMITS,
+    Decisions,
+    FusionLimits,
+    fusion_group_names,
+    large_matrix_nodes,
+)
 from hlo_go.graph import OpGraph, build_graph
 from hlo_go.hlo import HloModule, load_hlo, parse_hlo
 from hlo_go.xla._jaxlib import compile_hlo_text, executable_hlo_text, lowered_kept_arguments
@@ -375,6 +383,7 @@ class Program:
         if isinstance(fusion, str | Decisions):
             decisions = self._resolve(fusion, cluster=cluster, seed=seed, budget=budget)
             label = fusion if isinstance(fusion, str) else "Decisions"
+            decisions = without_large_matrices(self.graph, decisions)
             group = decisions.fusion_groups(self.graph, output_dims=self.output_dims, limits=limits)
             groups = fusion_group_names(self.graph, group)
             try:
@@ -529,6 +538,28 @@ def searched_tasks(cluster: Any) -> tuple[str, ...]:
     from hlo_go.baselines.search import SEARCH_TASKS
 
     return ("fusion",) if len(cluster.devices) == 1 else SEARCH_TASKS
+
+
+def without_large_matrices(graph: OpGraph, decisions: Decisions) -> Decisions:
+    """``decisions`` with the fusion priority of every large dot and convolution set to 0.
+
+    Our fusions are loop fusions, where XLA's elemental emitter computes a dot or
+    convolution one output element at a time: slower than its library kernel and less
+    accurate (:func:`hlo_go.decisions.large_matrix_nodes`). Large ones therefore stay
+    kernels of their own, as in XLA:CPU's own fusion; small ones may fuse.
+
+    Args:
+      graph: the program's pre-fusion graph.
+      decisions: decisions for ``graph``.
+
+    Returns:
+      The decisions, fusion priority changed where a large matrix node had one.
+    """
+    large = large_matrix_nodes(graph)
+    priority = np.asarray(decisions.fusion_priority)
+    if not np.any(priority[large] > 0):
+        return decisions
+    return decisions._replace(fusion_priority=np.where(large, 0, priority).astype(np.float32))
 
 
 def _label(spec: Any) -> str:
