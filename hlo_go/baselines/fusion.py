@@ -39,7 +39,7 @@ from __future__ import annotations
 import numpy as np
 
 from hlo_go.decisions import fusible_nodes
-from hlo_go.decisions.legality import OUTPUT_ONLY, large_matrix_nodes
+from hlo_go.decisions.legality import MATRIX_OPCODES, OUTPUT_ONLY, large_matrix_nodes
 from hlo_go.graph import FEATURE_NAMES, OPCODE_VOCAB, OpGraph
 from hlo_go.hlo import ELEMENTWISE_OPCODES
 from hlo_go.sim import KERNEL, Cluster, node_costs, node_kinds
@@ -57,7 +57,6 @@ EXPENSIVE_OPCODES: frozenset[str] = frozenset({
 REUSING_OPCODES: frozenset[str] = frozenset({
     "broadcast", "dot", "convolution", "reduce-window", "gather", "select-and-scatter",
 })  # fmt: skip
-_MATRIX_OPCODES = frozenset({"dot", "convolution"})
 
 
 def _table(names: frozenset[str]) -> np.ndarray:
@@ -67,7 +66,7 @@ def _table(names: frozenset[str]) -> np.ndarray:
 _LOOP_FUSIBLE = _table(LOOP_FUSIBLE_OPCODES)
 _EXPENSIVE = _table(EXPENSIVE_OPCODES)
 _REUSING = _table(REUSING_OPCODES)
-_MATRIX = _table(_MATRIX_OPCODES)
+_MATRIX = _table(MATRIX_OPCODES)
 _CONSTANT = _table(frozenset({"constant"}))
 _BROADCAST = _table(frozenset({"broadcast"}))
 _LOG_ELEMENTS = FEATURE_NAMES.index("log_elements")
