@@ -8,8 +8,9 @@ then:
 * ``default``: XLA's default order of the action set's passes
   (:func:`hlo_go.passes.default_sequence`), applied step by step; also, for
   reference, the same passes in ONE XLA compile (``default_single_compile``);
-* ``random``, ``greedy``, ``ppo``: each searches with a budget of environment
-  steps (pass applications) and keeps its best episode prefix.
+* ``random``, ``greedy``, ``beam`` (width ``BEAM_WIDTH``), ``ppo``: each searches
+  with the same budget of environment steps (pass applications) and keeps its
+  best episode prefix.
 
 A reduction is ``(default - agent) / default`` op counts (instructions in all
 computations). The best agent per graph gives ``{family}_op_count_reduction``;
@@ -44,8 +45,9 @@ from typing import Any
 from rich.console import Console
 
 GRAPHS = {"gpt2": "gpt2_l2", "bert": "bert_l2", "resnet": "resnet_26"}
-BUDGET = 120
-QUICK_BUDGET = 12
+BUDGET = 800
+QUICK_BUDGET = 20
+BEAM_WIDTH = 4
 MAX_STEPS = 16
 TARGET_GPT2 = 0.133
 TARGET_MEAN = 0.104
@@ -95,6 +97,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
     from hlo_go.passes import (
         PassEnvConfig,
         PassPPOConfig,
+        beam_search,
         check_outputs,
         default_order,
         default_single_compile,
@@ -124,7 +127,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         fixed_point[name] = _fixed_point(start, config)
         _log(f"{name}: actions that still change the default's result: {fixed_point[name]}")
         results = [default]
-        for agent in ("random", "greedy", "ppo"):
+        for agent in ("random", "greedy", "beam", "ppo"):
 
             def progress(message: str, name: str = name) -> None:
                 _log(f"{name}: {message}")
@@ -133,6 +136,8 @@ def run(*, quick: bool = False) -> dict[str, Any]:
                 found = random_search(start, budget, config, seed=0, progress=progress)
             elif agent == "greedy":
                 found = greedy_search(start, budget, config, progress=progress)
+            elif agent == "beam":
+                found = beam_search(start, budget, config, width=BEAM_WIDTH, progress=progress)
             else:
                 found = ppo_search(start, budget, config, PassPPOConfig(seed=0), progress=progress)
             _log(f"{name}: {agent} best {found.op_count} ops in {found.seconds:.0f} s")
@@ -171,6 +176,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         "rows": rows,
         "graphs": graphs,
         "budget_steps_per_agent": budget,
+        "beam_width": BEAM_WIDTH,
         "max_steps": config.max_steps,
         "env_step_median_s": round(step_median, 4),
         "env_step_max_s": round(max(times), 4),

@@ -17,6 +17,7 @@ from hlo_go.passes import (
     ReplayError,
     UnknownPassError,
     action_names,
+    beam_search,
     check_outputs,
     default_order,
     default_sequence,
@@ -213,6 +214,23 @@ def test_agents_find_orders_that_replay(small: str, start) -> None:
         assert result.steps <= 12
         if result.episode.actions:
             assert replay(small, result.episode).op_count == result.op_count
+
+
+def test_beam_search_passes_through_a_step_that_pays_off_later(small: str, start) -> None:
+    # flatten-call-graph clones the twice-called `inner` (more ops), after which
+    # call-inliner inlines both copies and algsimp folds them: greedy never takes
+    # the first step, a beam of width 2 keeps it.
+    names = ("cse", "transpose-folding", "flatten-call-graph", "call-inliner", "algsimp")
+    config = PassEnvConfig(max_steps=5, actions=names)
+    greedy = greedy_search(start, 100, config)
+    beam = beam_search(start, 100, config, width=2)
+    assert "flatten-call-graph" not in greedy.episode.actions
+    assert "flatten-call-graph" in beam.episode.actions
+    assert beam.op_count < greedy.op_count
+    assert beam.steps <= 100
+    assert replay(small, beam.episode).op_count == beam.op_count
+    with pytest.raises(ValueError, match="width"):
+        beam_search(start, 10, config, width=0)
 
 
 def test_gym_wrapper(small: str) -> None:

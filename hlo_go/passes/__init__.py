@@ -6,7 +6,7 @@ Public names::
     PassEnvConfig, PassState, prepare        PassOrderingEnv (Gym-style wrapper), observe
     actions(), action_names(), get_action    PassAction, PassSpec, UnknownPassError
     default_sequence(), default_order        XLA's default order (the baseline)
-    random_search, greedy_search, ppo_search SearchResult
+    random_search, greedy_search, beam_search, ppo_search     SearchResult
     Episode, record, run_actions, replay     ReplayError
     check_outputs -> OutputCheck             compile and run original vs optimized (reference_outputs)
 
@@ -14,7 +14,7 @@ Module by concept: :mod:`~hlo_go.passes.catalog` (the actions, resolved against
 XLA's pipeline), :mod:`~hlo_go.passes.env` (pure reset/step),
 :mod:`~hlo_go.passes.episode` (record and replay), :mod:`~hlo_go.passes.observe`
 (observation vector), :mod:`~hlo_go.passes.gym` (Gym-style wrapper),
-:mod:`~hlo_go.passes.search` (random, greedy, default order),
+:mod:`~hlo_go.passes.search` (random, greedy, beam, default order),
 :mod:`~hlo_go.passes.ppo` (the PPO agent), :mod:`~hlo_go.passes.check`
 (outputs unchanged), :mod:`~hlo_go.passes.cli` (``hlo-go passes``). The XLA side
 (running chosen passes, reading XLA's pipeline) is :mod:`hlo_go.xla.passes`.
@@ -51,6 +51,7 @@ from hlo_go.passes.observe import observation_size, observe
 from hlo_go.passes.ppo import PassPolicy, PassPPOConfig, ppo_search
 from hlo_go.passes.search import (
     SearchResult,
+    beam_search,
     default_order,
     default_single_compile,
     greedy_search,
@@ -77,6 +78,7 @@ __all__ = [
     "UnknownPassError",
     "action_names",
     "actions",
+    "beam_search",
     "check_outputs",
     "default_order",
     "default_order_enabled",

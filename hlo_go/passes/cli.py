@@ -1,6 +1,7 @@
 """``hlo-go passes``: search a pass order for a module and compare with XLA's default order.
 
 hlo-go passes gpt2_l2 --agent greedy --budget 200
+hlo-go passes gpt2_l2 --agent beam --width 4 --budget 600
 hlo-go passes model.hlo --agent ppo --budget 300 --episode-out best.json
 hlo-go passes --list
 """
@@ -15,7 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-AGENTS = ("ppo", "random", "greedy")
+AGENTS = ("ppo", "random", "greedy", "beam")
 
 
 def _load_text(source: str) -> tuple[str, str]:
@@ -38,6 +39,7 @@ def cmd_passes(args: argparse.Namespace, console: Console) -> int:
         PassEnvConfig,
         UnknownPassError,
         actions,
+        beam_search,
         check_outputs,
         default_order,
         greedy_search,
@@ -71,6 +73,9 @@ def cmd_passes(args: argparse.Namespace, console: Console) -> int:
     if args.source is None:
         console.print("[red]error:[/red] give a module file or corpus graph name (or --list)")
         return 2
+    if args.width < 1 or args.budget < 1:
+        console.print("[red]error:[/red] --width and --budget must be at least 1")
+        return 2
     try:
         config = PassEnvConfig(
             max_steps=args.max_steps,
@@ -92,6 +97,8 @@ def cmd_passes(args: argparse.Namespace, console: Console) -> int:
         found = random_search(start, args.budget, config, seed=args.seed, progress=progress)
     elif args.agent == "greedy":
         found = greedy_search(start, args.budget, config, progress=progress)
+    elif args.agent == "beam":
+        found = beam_search(start, args.budget, config, width=args.width, progress=progress)
     else:
         found = ppo_search(
             start, args.budget, config, PassPPOConfig(seed=args.seed), progress=progress
@@ -154,6 +161,7 @@ def add_passes_command(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--budget", type=int, default=200, help="environment steps (default 200)")
     p.add_argument("--max-steps", type=int, default=16, help="actions per episode (default 16)")
+    p.add_argument("--width", type=int, default=4, help="beam width of --agent beam (default 4)")
     p.add_argument("--actions", help="comma-separated action names (default: all; see --list)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-check", action="store_true", help="skip the compile-and-run output check")
