@@ -20,6 +20,7 @@ from hlo_go.sharding import (
     build_sharding,
     enumerate_strategies,
     get,
+    ilp_with_result,
     infer_batch_size,
     inline_calls,
     names,
@@ -259,6 +260,15 @@ def test_methods_registry_and_batch_inference(mlp):
     assert best <= total_cost(mlp.problem, get("core-greedy")(mlp)) + 1e-12
 
 
+def test_ilp_reports_its_status_and_a_bound_below_its_cost(mlp):
+    choice, solved = ilp_with_result(mlp, time_limit_s=5.0)
+    np.testing.assert_array_equal(choice, get("ilp")(mlp, time_limit_s=5.0))
+    cost = total_cost(mlp.problem, choice)
+    assert solved.status == "optimal"  # 153 nodes: proved well within the limit
+    assert solved.lower_bound <= cost * (1 + 1e-9)
+    assert cost <= solved.lower_bound * (1 + 1e-6)  # optimal: the bound is tight
+
+
 def test_memory_budget_makes_ilp_shard():
     sg = build_sharding(parse_hlo(_mlp_text(batch=4096)), MESH, H100)
     replicated = simulate_sharding(sg, np.zeros(sg.num_nodes, np.int64)).peak_memory
@@ -316,6 +326,9 @@ def test_cli_shard_json(tmp_path, capsys):
     rows = {r["method"]: r for r in payload["rows"]}
     assert set(rows) == {"dp", "ilp"} and all(r["correct"] for r in rows.values())
     assert rows["ilp"]["step_ms"] <= rows["dp"]["step_ms"] + 1e-9
+    assert rows["ilp"]["ilp_status"] == "optimal" and "ilp_status" not in rows["dp"]
+    assert rows["ilp"]["ilp_lower_bound_ms"] <= rows["ilp"]["step_ms"] * (1 + 1e-9)
+    assert 0 <= rows["ilp"]["ilp_gap_to_bound"] < 1e-6
     assert "sharding={" in out.read_text()
     assert math.isfinite(rows["dp"]["measured_ms"])
 

@@ -11,6 +11,7 @@ Public names::
     fit_memory(sg, choice): a choice made to fit the memory budget
     annotate(sg, choice) -> HloModule                  measure_sharding -> ShardingMeasurement
     methods: get(name), names(), infer_batch_size      solve_ilp, IlpResult, solve_greedy
+    ilp_with_result(sg) -> (choice, IlpResult)         the ILP method with its status and bound
 
 Module by concept: :mod:`~hlo_go.sharding.mesh`, :mod:`~hlo_go.sharding.spec`,
 :mod:`~hlo_go.sharding.strategies`, :mod:`~hlo_go.sharding.build`,
@@ -28,7 +29,7 @@ from hlo_go.sharding.greedy import fit_memory, solve_greedy
 from hlo_go.sharding.ilp import IlpResult, solve_ilp
 from hlo_go.sharding.lower import ShardingMeasurement, annotate, measure_sharding
 from hlo_go.sharding.mesh import COLLECTIVES, AxisLinks, Mesh
-from hlo_go.sharding.methods import get, infer_batch_size, names
+from hlo_go.sharding.methods import get, ilp_with_result, infer_batch_size, names
 from hlo_go.sharding.problem import ShardingProblem, total_cost, validate_choice
 from hlo_go.sharding.simulate import (
     ShardingResult,
@@ -59,6 +60,7 @@ __all__ = [
     "fit_memory",
     "fits_memory",
     "get",
+    "ilp_with_result",
     "infer_batch_size",
     "inline_calls",
     "measure_sharding",

@@ -36,7 +36,7 @@ import numpy as np
 from hlo_go.hlo import HloModule
 from hlo_go.sharding.build import ShardingGraph
 from hlo_go.sharding.greedy import fit_memory, solve_greedy
-from hlo_go.sharding.ilp import solve_ilp
+from hlo_go.sharding.ilp import IlpResult, solve_ilp
 from hlo_go.sharding.problem import total_cost
 from hlo_go.sharding.simulate import fits_memory
 from hlo_go.sharding.spec import ShardSpec
@@ -73,6 +73,14 @@ def greedy(sg: ShardingGraph, *, seed: int = 0, time_limit_s: float | None = Non
 def ilp(sg: ShardingGraph, *, seed: int = 0, time_limit_s: float | None = None) -> np.ndarray:
     """The ILP's best choice within the time limit, started from the cheapest of the
     greedy, core-greedy, data-parallel and replicated choices (and never worse than it)."""
+    return ilp_with_result(sg, seed=seed, time_limit_s=time_limit_s)[0]
+
+
+def ilp_with_result(
+    sg: ShardingGraph, *, seed: int = 0, time_limit_s: float | None = None
+) -> tuple[np.ndarray, IlpResult]:
+    """:func:`ilp`'s choice, with the solver's :class:`~hlo_go.sharding.ilp.IlpResult`
+    (status, proved lower bound), which says how far from optimal the choice can be."""
     start = _cheapest(sg, [greedy(sg), core_greedy(sg), data_parallel(sg)])
     result = solve_ilp(
         sg.problem,
@@ -83,7 +91,7 @@ def ilp(sg: ShardingGraph, *, seed: int = 0, time_limit_s: float | None = None) 
     best = _cheapest(sg, [np.asarray(result.choice, dtype=np.int64), start])
     # The ILP checks memory at sampled program positions (the problem's live sets); a
     # choice whose peak falls between them is made to fit (fit_memory).
-    return fit_memory(sg, best)
+    return fit_memory(sg, best), result
 
 
 def infer_batch_size(module: HloModule) -> int | None:
