@@ -144,7 +144,4 @@ def ppo_search(
                 f"ppo: {used}/{budget} steps, {episodes} episodes, best {best.state.op_count}, "
                 f"batch mean return {float(returns.mean()):+.4f}"
             )
-    return SearchResult(
-        "ppo", best.episode, best.state.op_count, start.initial_op_count, used,
-        time.perf_counter() - t0, tuple(curve), best.state.text,
-    )  # fmt: skip
+    return best.result("ppo", start, used, t0, curve)

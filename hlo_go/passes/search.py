@@ -71,6 +71,15 @@ class _Best:
         if better or shorter:
             self.episode, self.state = episode, state
 
+    def result(
+        self, agent: str, start: PassState, used: int, t0: float, curve: list[int]
+    ) -> SearchResult:
+        """The agent's answer: this best episode, after ``used`` steps since ``t0``."""
+        return SearchResult(
+            agent, self.episode, self.state.op_count, start.initial_op_count, used,
+            time.perf_counter() - t0, tuple(curve), self.state.text,
+        )  # fmt: skip
+
 
 def default_order(start: PassState, config: PassEnvConfig = DEFAULT_CONFIG) -> SearchResult:
     """The baseline: XLA's default order of the action set's passes, applied step by
@@ -116,10 +125,7 @@ def random_search(
         curve.append(best.state.op_count)
         if progress:
             progress(f"random: {used}/{budget} steps, best {best.state.op_count}")
-    return SearchResult(
-        "random", best.episode, best.state.op_count, start.initial_op_count, used,
-        time.perf_counter() - t0, tuple(curve), best.state.text,
-    )  # fmt: skip
+    return best.result("random", start, used, t0, curve)
 
 
 def greedy_search(
@@ -158,10 +164,7 @@ def greedy_search(
         curve.append(best.state.op_count)
         if progress:
             progress(f"greedy: {used}/{budget} steps, {state.history[-1]} -> {count}")
-    return SearchResult(
-        "greedy", best.episode, best.state.op_count, start.initial_op_count, used,
-        time.perf_counter() - t0, tuple(curve), best.state.text,
-    )  # fmt: skip
+    return best.result("greedy", start, used, t0, curve)
 
 
 def beam_search(
@@ -216,7 +219,4 @@ def beam_search(
                 f"beam: depth {depth + 1}, {used}/{budget} steps, "
                 f"beam {[s.op_count for s, _ in beam]}, best {best.state.op_count}"
             )
-    return SearchResult(
-        "beam", best.episode, best.state.op_count, start.initial_op_count, used,
-        time.perf_counter() - t0, tuple(curve), best.state.text,
-    )  # fmt: skip
+    return best.result("beam", start, used, t0, curve)
