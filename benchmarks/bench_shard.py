@@ -209,6 +209,8 @@ def _summarize(
     quick: bool,
     limit: float,
 ) -> dict[str, Any]:
+    from hlo_go.sharding import gap_to_bound
+
     by = {(r["graph"], r["cluster"], r["method"]): r for r in rows}
     speedups: dict[str, list[float]] = {"ilp": [], "policy": []}
     policy_gap: list[float] = []
@@ -235,11 +237,12 @@ def _summarize(
                 large_gap.append(gap)
                 large_ratio.append(ilp["solve_s"] / max(pol["solve_s"], 1e-9))
                 large_cold_ratio.append(ilp["solve_s"] / max(pol["solve_cold_s"], 1e-9))
-            bound = ilp.get("lower_bound_ms")
-            if bound:
-                ilp_bound_gap.append(ilp["step_ms"] / bound - 1)
-                if pol["nodes"] >= LARGE_NODES:
-                    large_bound_gap.append(pol["step_ms"] / bound - 1)
+            bound = ilp.get("lower_bound_ms") or 0.0
+            ilp_gap, policy_gap_to_bound = (gap_to_bound(r["step_ms"], bound) for r in (ilp, pol))
+            if ilp_gap is not None:
+                ilp_bound_gap.append(ilp_gap)
+            if policy_gap_to_bound is not None and pol["nodes"] >= LARGE_NODES:
+                large_bound_gap.append(policy_gap_to_bound)
             if (graph, cluster, "core-greedy") in by:
                 over_prior.append(by[(graph, cluster, "core-greedy")]["step_ms"] / pol["step_ms"])
     out: dict[str, Any] = {

@@ -19,6 +19,7 @@ from hlo_go.sharding import (
     annotate,
     build_sharding,
     enumerate_strategies,
+    gap_to_bound,
     get,
     ilp_with_result,
     infer_batch_size,
@@ -267,6 +268,8 @@ def test_ilp_reports_its_status_and_a_bound_below_its_cost(mlp):
     assert solved.status == "optimal"  # 153 nodes: proved well within the limit
     assert solved.lower_bound <= cost * (1 + 1e-9)
     assert cost <= solved.lower_bound * (1 + 1e-6)  # optimal: the bound is tight
+    assert gap_to_bound(3.0, 2.0) == pytest.approx(0.5)
+    assert gap_to_bound(3.0, math.inf) is None and gap_to_bound(3.0, 0.0) is None
 
 
 def test_memory_budget_makes_ilp_shard():

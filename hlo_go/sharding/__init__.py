@@ -12,6 +12,7 @@ Public names::
     annotate(sg, choice) -> HloModule                  measure_sharding -> ShardingMeasurement
     methods: get(name), names(), infer_batch_size      solve_ilp, IlpResult, solve_greedy
     ilp_with_result(sg) -> (choice, IlpResult)         the ILP method with its status and bound
+    gap_to_bound(cost, lower_bound)                    how far above the optimum a cost can be
 
 Module by concept: :mod:`~hlo_go.sharding.mesh`, :mod:`~hlo_go.sharding.spec`,
 :mod:`~hlo_go.sharding.strategies`, :mod:`~hlo_go.sharding.build`,
@@ -26,7 +27,7 @@ Module by concept: :mod:`~hlo_go.sharding.mesh`, :mod:`~hlo_go.sharding.spec`,
 
 from hlo_go.sharding.build import ShardingGraph, build_sharding, inline_calls
 from hlo_go.sharding.greedy import fit_memory, solve_greedy
-from hlo_go.sharding.ilp import IlpResult, solve_ilp
+from hlo_go.sharding.ilp import IlpResult, gap_to_bound, solve_ilp
 from hlo_go.sharding.lower import ShardingMeasurement, annotate, measure_sharding
 from hlo_go.sharding.mesh import COLLECTIVES, AxisLinks, Mesh
 from hlo_go.sharding.methods import get, ilp_with_result, infer_batch_size, names
@@ -59,6 +60,7 @@ __all__ = [
     "enumerate_strategies",
     "fit_memory",
     "fits_memory",
+    "gap_to_bound",
     "get",
     "ilp_with_result",
     "infer_batch_size",

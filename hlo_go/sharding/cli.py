@@ -74,7 +74,14 @@ def _want_devices(count: int) -> None:
 
 def cmd_shard(args: argparse.Namespace, console: Console) -> int:
     """Runs ``hlo-go shard``; returns the exit code."""
-    from hlo_go.sharding import Mesh, build_sharding, get, ilp_with_result, simulate_sharding
+    from hlo_go.sharding import (
+        Mesh,
+        build_sharding,
+        gap_to_bound,
+        get,
+        ilp_with_result,
+        simulate_sharding,
+    )
     from hlo_go.sharding.lower import annotate, measure_sharding
     from hlo_go.sharding.problem import total_cost
     from hlo_go.sim.cli import load_cluster_arg, load_module
@@ -119,7 +126,7 @@ def cmd_shard(args: argparse.Namespace, console: Console) -> int:
                 ilp_lower_bound_ms=(
                     solved.lower_bound * 1e3 if math.isfinite(solved.lower_bound) else None
                 ),
-                ilp_gap_to_bound=_gap(total_cost(sg.problem, choice), solved.lower_bound),
+                ilp_gap_to_bound=gap_to_bound(total_cost(sg.problem, choice), solved.lower_bound),
             )
         if args.measure:
             m = measure_sharding(sg, choice)
@@ -138,11 +145,6 @@ def cmd_shard(args: argparse.Namespace, console: Console) -> int:
         return 0 if all(r.get("correct", True) for r in rows) else 1
     _print(console, source, sg, cluster.name, build_s, rows, args)
     return 0 if all(r.get("correct", True) for r in rows) else 1
-
-
-def _gap(cost: float, bound: float) -> float | None:
-    """``cost / bound - 1``: how far above a proved lower bound a cost can be from optimal."""
-    return cost / bound - 1 if 0 < bound < math.inf and cost < math.inf else None
 
 
 def _top_strategies(sg: Any, choice: np.ndarray, count: int = 5) -> list[str]:
@@ -205,19 +207,16 @@ def _print(
         table.add_row(*cells)
     console.print(table)
     for r in rows:
-        if "ilp_status" in r:
-            gap = r["ilp_gap_to_bound"]
-            console.print(
-                f"ilp: {r['ilp_status']}"
-                + ("" if r["ilp_status"] == "optimal" else f" at the {args.time_limit:g} s limit")
-                + (
-                    ""
-                    if r["ilp_lower_bound_ms"] is None
-                    else f"; proved lower bound {r['ilp_lower_bound_ms']:.3f} ms"
-                )
-                + ("" if gap is None else f" (choice at most {gap:.2%} above the optimum)"),
-                highlight=False,
-            )
+        if "ilp_status" not in r:
+            continue
+        parts = [f"ilp: {r['ilp_status']}"]
+        if r["ilp_status"] != "optimal":
+            parts.append(f" at the {args.time_limit:g} s limit")
+        if r["ilp_lower_bound_ms"] is not None:
+            parts.append(f"; proved lower bound {r['ilp_lower_bound_ms']:.3f} ms")
+        if r["ilp_gap_to_bound"] is not None:
+            parts.append(f" (choice at most {r['ilp_gap_to_bound']:.2%} above the optimum)")
+        console.print("".join(parts), highlight=False)
     for r in rows:
         console.print(f"[bold]{r['method']}[/bold] on the costliest nodes:", highlight=False)
         for line in r["strategies"]:

@@ -164,6 +164,13 @@ class _Deadline(NamedTuple):
         return max(self.at - time.perf_counter(), self.minimum_s)
 
 
+def gap_to_bound(cost: float, lower_bound: float) -> float | None:
+    """``cost / lower_bound - 1``: how far above the optimum a choice of ``cost`` can be,
+    given a proved lower bound (in the same unit); None when the bound proves nothing
+    (not positive) or there is no bound (infeasible: ``inf``) or no finite cost."""
+    return cost / lower_bound - 1 if 0 < lower_bound < math.inf and cost < math.inf else None
+
+
 def usable_cores() -> int:
     """The CPU cores this process may run on."""
     try:
