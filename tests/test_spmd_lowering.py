@@ -20,11 +20,19 @@ from hlo_go.xla import (
     COLLECTIVE_KINDS,
     check_spmd,
     collective_bytes,
+    compile_hlo_text,
     compile_spmd,
     count_collectives,
+    run_executable,
     run_spmd,
     strip_shardings,
     time_spmd,
+)
+from hlo_go.xla.arbiter import (
+    INPUT_ROUNDING_REFERENCE,
+    as_accurate_as_reference,
+    input_rounding_runs,
+    moved_by_one_ulp,
 )
 
 ROW8 = "{devices=[8,1]<=[8]}"
@@ -265,6 +273,65 @@ def test_float64_arbiter_accepts_an_ill_conditioned_partitioned_sum():
     single = jax.jit(lambda a: jnp.sum(a, axis=1))(x)
     error = np.max(np.abs(check.outputs[0] - exact))
     assert error <= 4 * max(np.max(np.abs(np.asarray(single, np.float64) - exact)), 1e-30)
+
+
+def _near_tie_rows(seed: int) -> np.ndarray:
+    """8 rows of 64 float32 terms; row 0 sums to within 1e-5 of 0 (a near tie for its
+    sign), the others to +-0.01."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(8, 64)).astype(np.float32)
+    offset = np.array([rng.uniform(-1e-5, 1e-5)] + [1e-2 * (-1) ** k for k in range(7)])
+    x[:, -1] = (-x[:, :-1].astype(np.float64).sum(axis=1) + offset).astype(np.float32)
+    return x
+
+
+def _sign_of_row_sums(a):
+    return (jnp.sum(a, axis=1) > 0).astype(jnp.float32)
+
+
+def test_float64_arbiter_accepts_a_near_tie_that_input_rounding_flips_too():
+    # The sign of a sum is discontinuous at 0: where the exact sum is within rounding
+    # of 0, the partitioned sum can get the sign wrong where one device's happens to
+    # get it right. The arbiter then runs one device's compile at inputs one ulp away,
+    # which flips that sign as well: the partitioned result is as accurate as float32
+    # allows there, and is accepted by that elementwise bar.
+    text = lowered(_sign_of_row_sums, _near_tie_rows(0))
+    single = compile_hlo_text(text)
+    exe = compile_spmd(annotate(text, {0: "{devices=[1,8]<=[8]}"}), 8)
+    for seed in range(300):  # a near tie that this host's rounding flips as described
+        x = _near_tie_rows(seed)
+        exact = (x.astype(np.float64).sum(axis=1) > 0).astype(np.float32)
+        one_device = run_executable(single, [x])[0]
+        partitioned = run_spmd(exe, [x])[0]
+        if np.array_equal(one_device, exact) and partitioned[0] != exact[0]:
+            moved = input_rounding_runs(lambda a: run_executable(single, a), [x])
+            if any(run()[0][0] != exact[0] for run in moved):
+                break
+    else:
+        pytest.skip("no near tie among 300 draws that this host's rounding flips")
+    check = check_spmd(annotate(text, {0: "{devices=[1,8]<=[8]}"}), 8, [x])
+    assert check.correct, check.message
+    assert INPUT_ROUNDING_REFERENCE in check.message
+    # Without that bar (one device's compile alone) it is rejected.
+    ok, _ = as_accurate_as_reference([partitioned], [one_device], [exact])
+    assert not ok
+    # A sign flipped where the sum is far from 0 is rejected, even with the bar: it is
+    # judged element by element, not by the tie's error.
+    wrong = partitioned.copy()
+    wrong[3] = 1.0 - wrong[3]
+    ok, message = as_accurate_as_reference([wrong], [one_device], [exact], moved=moved)
+    assert not ok, message
+    assert INPUT_ROUNDING_REFERENCE in message
+
+
+def test_moved_by_one_ulp_moves_float32_only_and_by_at_most_one_ulp():
+    x = np.array([1.0, -3.5, 1e-30, 0.0], np.float32)
+    labels = np.array([1, 2, 3], np.int32)
+    moved, same = moved_by_one_ulp([x, labels], seed=0)
+    assert moved.dtype == np.float32 and np.array_equal(same, labels)
+    assert np.all(np.abs(moved - x) <= np.spacing(np.abs(x)))
+    assert np.array_equal(moved, moved_by_one_ulp([x, labels], seed=0)[0])  # seeded
+    assert not np.array_equal(moved, x) or not np.array_equal(moved_by_one_ulp([x], seed=1)[0], x)
 
 
 def test_float64_arbiter_still_rejects_a_wrong_result():

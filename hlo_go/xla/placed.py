@@ -46,7 +46,12 @@ from hlo_go.decisions import Decisions
 from hlo_go.graph import OpGraph, build_graph
 from hlo_go.hlo import HloModule, parse_hlo
 from hlo_go.xla._jaxlib import canonical_program_text, compile_hlo_text, run_executable
-from hlo_go.xla.arbiter import as_accurate_as_reference, computed_once, float64_once
+from hlo_go.xla.arbiter import (
+    as_accurate_as_reference,
+    computed_once,
+    float64_once,
+    input_rounding_runs,
+)
 from hlo_go.xla.hooks import WRAPPED_COMPILER_OPTIONS, capture_prefusion_lowered
 from hlo_go.xla.inputs import training_inputs
 from hlo_go.xla.measure import Measurement, outputs_match
@@ -466,6 +471,18 @@ def unfused_reference(module: HloModule, args: Sequence[Any]) -> Callable[[], li
     return computed_once(compute)
 
 
+def one_device_runner(module: HloModule) -> Callable[[list[np.ndarray]], list[np.ndarray]]:
+    """A function running XLA's default one-device compile of ``module`` on given
+    arguments, compiled on the first call only (for
+    :func:`hlo_go.xla.arbiter.input_rounding_runs`)."""
+    executable = computed_once(lambda: [compile_hlo_text(portable_module(module).to_text())])
+
+    def run(args: list[np.ndarray]) -> list[np.ndarray]:
+        return [np.asarray(x) for x in run_executable(executable()[0], args, x64=True)]
+
+    return run
+
+
 def check_placed_outputs(
     module: HloModule,
     args: Sequence[Any],
@@ -481,9 +498,11 @@ def check_placed_outputs(
     float32 output outside them is judged by the float64 arbiter
     (:func:`hlo_go.xla.arbiter.as_accurate_as_reference`): it passes when its error
     against the module evaluated in float64 is at most ``WIDENING_FACTOR`` times the
-    float32 error of one of XLA's own compiles of the module, the default one or the
+    float32 error of one of XLA's own compiles of the module: the default one, the
     one with fusion off (:func:`unfused_reference`: segments move kernel boundaries as
-    that compile does); a wrong result is far from the float64 value and fails.
+    that compile does), or, element by element, the default one at inputs one ulp away
+    (:func:`hlo_go.xla.arbiter.input_rounding_runs`: where an output is discontinuous,
+    rounding alone moves it); a wrong result is far from the float64 value and fails.
 
     Args:
       module: the placed module (what ``want`` is XLA's default compile of).
@@ -508,7 +527,8 @@ def check_placed_outputs(
     exact = float64_reference(module, args) if exact is None else exact
     unfused = unfused_reference(module, args) if unfused is None else unfused
     others = [(FUSION_OFF_REFERENCE, unfused)]
-    return as_accurate_as_reference(got, want, exact, others=others, message=message)
+    moved = input_rounding_runs(one_device_runner(module), args)
+    return as_accurate_as_reference(got, want, exact, others=others, moved=moved, message=message)
 
 
 class _Program(NamedTuple):

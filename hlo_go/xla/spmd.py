@@ -54,6 +54,7 @@ from hlo_go.xla.arbiter import (  # WIDENING_FACTOR: re-exported, as before
     WIDENING_FACTOR,  # noqa: F401
     as_accurate_as_reference,
     float64_outputs,
+    input_rounding_runs,
 )
 from hlo_go.xla.inputs import NUMPY_DTYPES, training_inputs, warn_elided_constants
 from hlo_go.xla.measure import TOLERANCES, outputs_match
@@ -531,6 +532,7 @@ def _match_to_scale(
 def _as_accurate_as_one_device(
     text: str,
     args: Sequence[Any],
+    single: Any,
     got: list[np.ndarray],
     want: list[np.ndarray],
     rtol: float | None,
@@ -545,13 +547,16 @@ def _as_accurate_as_one_device(
     exact value and from each other, though neither is wrong. The unsharded module
     evaluated in float64 gives a near-exact value; each float32 output that fails the
     elementwise test passes when its error against it is at most
-    :data:`~hlo_go.xla.arbiter.WIDENING_FACTOR` times the one-device float32 compile's
-    error (or ``rtol`` of the output's scale).
+    :data:`~hlo_go.xla.arbiter.WIDENING_FACTOR` times the float32 error of the one-device
+    compile ``single`` (or ``rtol`` of the output's scale); or, element by element, that
+    of ``single`` run at inputs one ulp away (:func:`~hlo_go.xla.arbiter.input_rounding_runs`:
+    where an output is discontinuous, rounding alone moves it).
     """
     return as_accurate_as_reference(
         got,
         want,
         lambda: float64_outputs(strip_shardings(text), args),
+        moved=input_rounding_runs(lambda inputs: run_executable(single, inputs), args),
         rtol=rtol,
         atol=atol,
         message=message,
@@ -580,7 +585,8 @@ def check_spmd(
         stripped (:func:`strip_shardings`), compiled for one device. Float32 outputs
         that fail both the elementwise and the normwise test against that one-device
         run are then judged against a float64 evaluation of the module: they pass when
-        no less accurate than the one-device run (``WIDENING_FACTOR``).
+        no less accurate than the one-device run, at these inputs or at inputs one ulp
+        away (``WIDENING_FACTOR``; :func:`_as_accurate_as_one_device`).
       rtol: relative tolerance; None: by element type, as
         :func:`hlo_go.xla.outputs_match` (float32: 1e-4).
       atol: absolute tolerance; None: by element type (float32: 1e-5).
@@ -597,7 +603,7 @@ def check_spmd(
         args = training_inputs(module)
     exe = compile_spmd(text, num_devices, compiler_options=compiler_options, devices=devices)
     got = run_spmd(exe, args)
-    reference_is_module = reference is None
+    single = None
     if reference is None:
         single = compile_hlo_text(strip_shardings(text))
         reference = run_executable(single, [np.asarray(a) for a in args])
@@ -606,8 +612,10 @@ def check_spmd(
     errors = [_errors(g, w) for g, w in zip(got, want, strict=False)]
     if not correct and len(got) == len(want):
         correct, message = _match_to_scale(got, want, errors, rtol, message)
-    if not correct and len(got) == len(want) and reference_is_module:
-        correct, message = _as_accurate_as_one_device(text, args, got, want, rtol, atol, message)
+    if not correct and len(got) == len(want) and single is not None:
+        correct, message = _as_accurate_as_one_device(
+            text, args, single, got, want, rtol, atol, message
+        )
     return SpmdCheck(
         correct=correct,
         message=message,
