@@ -21,13 +21,14 @@ moves a whole gradient contribution. There one device's compile is no yardstick:
 happen to pick the same element as float64. :func:`input_rounding_runs` measures what
 float32 rounding alone does to such an output: the one-device compile run at inputs
 moved by at most one unit in the last place (seeded draws). An element beyond the
-tolerance then passes only where one of these runs is beyond it too (rounding crosses a
-discontinuity there) and the element has that run's value (the value the other side of
-it gives). Element by element, because a max-norm bar set by one discontinuous element
-would excuse an error as large anywhere else; and only where the runs are themselves
-beyond the tolerance, because moving the inputs of an ill-conditioned but continuous
-output (a cancelling sum) spreads its values widely without any of them being what a
-rounding of the evaluation at these inputs gives.
+tolerance then passes only where one of these runs is more than one rounding's error
+from the float64 value too (rounding crosses a discontinuity there) and the element has
+that run's value, to within two roundings (:data:`ROUNDING_MATCH_FACTOR`): the value the
+other side of the discontinuity gives. Element by element, because a max-norm bar set by
+one discontinuous element would excuse an error as large anywhere else; and by value,
+not by distance from float64, because moving the inputs of an ill-conditioned but
+continuous output (a cancelling sum) spreads its values widely without any of them
+being what a rounding of the evaluation at these inputs gives.
 """
 
 from __future__ import annotations
@@ -84,6 +85,10 @@ def float64_outputs(text: str, args: Sequence[Any]) -> list[np.ndarray]:
 
 INPUT_ROUNDING_DRAWS = 4
 """Draws of :func:`input_rounding_runs`: one-device runs at inputs moved by one ulp."""
+
+ROUNDING_MATCH_FACTOR = 2.0
+"""Two float32 evaluations of one value, each within the bar of it, differ by at most
+about this many bars: how close an element must be to a moved run's to have its value."""
 
 INPUT_ROUNDING_REFERENCE = "one device's float32 compile at inputs moved by one ulp"
 """The name the arbiter's messages give :func:`input_rounding_runs`' bar."""
@@ -183,12 +188,19 @@ def _evaluated(outputs: Outputs) -> list[np.ndarray]:
 
 
 def _each_element_as_some_rounding(
-    got: np.ndarray, exact: np.ndarray, k: int, moved: Sequence[Outputs], tolerance: float
+    got: np.ndarray,
+    exact: np.ndarray,
+    k: int,
+    moved: Sequence[Outputs],
+    *,
+    bar: float,
+    tolerance: float,
 ) -> bool:
     """Whether every element of output ``k`` is within ``tolerance`` of the float64
-    value, or, where one of the ``moved`` runs is itself beyond ``tolerance`` of it (a
-    discontinuity that rounding crosses), within ``tolerance`` of that run's value. The
-    runs are evaluated one by one until each element passes."""
+    value, or has the value of one of the ``moved`` runs where that run is more than
+    ``bar`` (one rounding's error) from the float64 value: within
+    ``ROUNDING_MATCH_FACTOR * bar`` of it. The runs are evaluated one by one until each
+    element passes."""
     got = got.astype(np.float64)
     passed = _close(got, exact, tolerance)
     for run in moved:
@@ -196,7 +208,8 @@ def _each_element_as_some_rounding(
         if k >= len(theirs) or theirs[k].shape != exact.shape:
             return False
         other = theirs[k].astype(np.float64)
-        passed |= ~_close(other, exact, tolerance) & _close(got, other, tolerance)
+        crossed = ~_close(other, exact, bar)
+        passed |= crossed & _close(got, other, ROUNDING_MATCH_FACTOR * bar)
         if passed.all():
             return True
     return bool(passed.all())
@@ -231,7 +244,8 @@ def as_accurate_as_reference(
     :func:`input_rounding_runs`) is the last resort, element by element: the output
     passes when each element is within the tolerance so far (``WIDENING_FACTOR`` times
     the bar, or ``rtol`` of the scale) of the float64 value or, where a ``moved`` run is
-    itself beyond that tolerance (a discontinuity rounding crosses), of that run's value.
+    more than the bar from it (a discontinuity rounding crosses), has that run's value
+    (within ``ROUNDING_MATCH_FACTOR`` times the bar).
 
     Args:
       got: the outputs under test (e.g. a partitioned or placed run).
@@ -293,8 +307,10 @@ def as_accurate_as_reference(
                     bar, name = error, other_name
         if not placed <= max(WIDENING_FACTOR * bar, r * scale) and moved:
             try:
-                tolerance = max(WIDENING_FACTOR * bar, r * scale)
-                each = _each_element_as_some_rounding(got[k], x, k, moved, tolerance)
+                each = _each_element_as_some_rounding(
+                    got[k], x, k, moved, bar=max(bar, r * scale),
+                    tolerance=max(WIDENING_FACTOR * bar, r * scale),
+                )  # fmt: skip
             except Exception as error:
                 why = f"{message}; {INPUT_ROUNDING_REFERENCE} could not run: {error}"
                 return False, why[:_MESSAGE_LIMIT]
