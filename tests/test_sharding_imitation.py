@@ -106,3 +106,33 @@ def test_rejects_bad_arguments(sg):
         train_imitation([], steps=1, config=SMALL, progress=False)
     with pytest.raises(ValueError, match="steps"):
         train_imitation([ImitationExample("s", sg, get("greedy")(sg))], steps=0, config=SMALL)
+
+
+def test_pretrain_cli_continues_from_a_policy(tmp_path, capsys):
+    """``--init`` starts the imitation from a saved policy, in its configuration; the
+    report gives each graph's teacher, prior, decode and guided costs."""
+    import json
+
+    from hlo_go.sharding.policy import load_policy, save_policy
+    from hlo_go.sharding.pretrain import main
+
+    hlo = tmp_path / "step.hlo"
+    hlo.write_text(_step_text())
+    sg_ = build_sharding(parse_hlo(_step_text()), Mesh.parse("2x4"), get_cluster("h100x8"))
+    start = save_policy(
+        tmp_path / "start.msgpack", policy_for(SMALL).init(jax.random.key(0), sg_), SMALL
+    )
+    out, report = tmp_path / "out.msgpack", tmp_path / "report.json"
+    argv = [str(hlo), "--clusters", "h100x8:2x4", "--teacher-time-limit", "5"]
+    argv += ["--imitation-steps", "2", "--init", str(start), "--out", str(out)]
+    assert main([*argv, "--report", str(report)]) == 0
+    _, config = load_policy(out)
+    assert config == SMALL
+    (row,) = json.loads(report.read_text())["graphs"].values()
+    assert row["teacher_cost"] <= row["prior_cost"] * (1 + 1e-9)  # the teacher is never worse
+    assert np.isfinite([row["policy_cost"], row["guided_cost"]]).all()
+    assert "guided" in capsys.readouterr().out
+    (tmp_path / "bad.msgpack").write_bytes(b"\x80")
+    argv[argv.index(str(start))] = str(tmp_path / "bad.msgpack")
+    assert main(argv) == 2
+    assert "--init" in capsys.readouterr().err

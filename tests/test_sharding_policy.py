@@ -216,7 +216,7 @@ def test_inference_and_method(sg, params):
         finetune(sg, params, steps=51, config=SMALL)
     # The registry's entry point, zero-shot with given parameters: the greedy decode, or
     # the best of it and samples.
-    choice = policy_method(sg, params=params, config=SMALL, samples=0)
+    choice = policy_method(sg, params=params, config=SMALL, samples=0, guide_weights=())
     np.testing.assert_array_equal(choice, greedy)
     assert choice.shape == (sg.num_nodes,) and np.isfinite(total_cost(sg.problem, choice))
     sampled = policy_method(sg, params=params, config=SMALL, samples=4)
@@ -224,6 +224,44 @@ def test_inference_and_method(sg, params):
     # Fine-tuned first: never worse than zero-shot with the same samples.
     tuned = policy_method(sg, params=params, config=SMALL, samples=4, finetune_steps=2)
     assert total_cost(sg.problem, tuned) <= total_cost(sg.problem, sampled)
+
+
+def test_log_probs_are_the_networks_normalized_over_valid_strategies(sg, params):
+    policy = policy_for(SMALL)
+    inputs = policy.prepare(sg)
+    log_p = policy.log_probs(params, inputs)
+    assert log_p.shape[0] == sg.num_nodes
+    valid = inputs.to_nodes(np.asarray(inputs.graphs.nodes["valid"]).T).T.astype(bool)  # [n, K]
+    np.testing.assert_allclose(np.exp(np.where(valid, log_p, -np.inf)).sum(1), 1.0, rtol=1e-5)
+    assert (log_p[~valid] < MASKED_LOGIT / 2).all()
+    # The jitted function against the network applied eagerly.
+    logits, _ = policy.network.apply(params, inputs.graphs, jnp.asarray(inputs.num_devices))
+    eager = jax.nn.log_softmax(jnp.where(inputs.graphs.nodes["valid"], logits, MASKED_LOGIT))
+    np.testing.assert_allclose(log_p[inputs.order], np.asarray(eager)[: sg.num_nodes], atol=1e-5)
+
+
+def test_guided_choices_run_greedy_on_biased_costs_then_descend(sg, params):
+    from hlo_go.sharding.greedy import solve_greedy
+    from hlo_go.sharding.policy import GUIDED_DESCENT_ROUNDS, guided_choices
+
+    action = action_problem(sg, SMALL)
+    # λ = 0: greedy's own choice on the action problem, then descent on the true costs.
+    (plain,) = guided_choices(sg, params, weights=(0.0,), config=SMALL)
+    greedy = solve_greedy(action.problem)
+    expected = solve_greedy(action.problem, prefer=greedy, max_rounds=GUIDED_DESCENT_ROUNDS)
+    np.testing.assert_array_equal(plain, action.expand(np.asarray(expected, np.int64)))
+    # A huge λ: the network's preferences decide the greedy pass; the descent on the true
+    # costs can only lower the cost of that choice.
+    log_p = policy_for(SMALL).log_probs(params, sg)
+    (leaning,) = guided_choices(sg, params, weights=(1e9,), config=SMALL)
+    width = action.problem.node_cost.shape[1]
+    allowed = np.isfinite(action.problem.node_cost)
+    decode = action.expand(np.argmax(np.where(allowed, log_p[:, :width], -np.inf), axis=1))
+    assert total_cost(sg.problem, leaning) <= total_cost(sg.problem, decode) * (1 + 1e-12)
+    # The policy method considers them: never costlier than the prior or any of them.
+    chosen = policy_method(sg, params=params, config=SMALL, samples=0, guide_weights=(0.0, 1e9))
+    cost = total_cost(sg.problem, chosen)
+    assert cost <= min(total_cost(sg.problem, c) for c in (plain, leaning, prior_choice(sg, SMALL)))
 
 
 def test_untrained_decode_is_the_prior(sg, params):

@@ -176,6 +176,9 @@ NODE_FEATURE_NAMES: tuple[str, ...] = (
 DEFAULT_SAMPLES = 8
 """Samples :func:`policy_method` draws zero-shot besides the greedy decode."""
 
+GUIDE_WEIGHTS: tuple[float, ...] = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0)
+"""The weights ``λ`` of :func:`guided_choices` that the ``"policy"`` method tries."""
+
 DEFAULT_FINETUNE_STEPS = 20
 """Fine-tuning steps of the ``"policy-ft"`` method."""
 
@@ -715,6 +718,7 @@ class ShardingPolicy:
         self._sample_jit = jax.jit(self._sample_fn, static_argnums=4)
         self._greedy_jit = jax.jit(self._greedy_fn)
         self._evaluate_jit = jax.jit(self._evaluate_fn)
+        self._log_probs_jit = jax.jit(self._log_probs_fn)
 
     @property
     def trace_counts(self) -> dict[str, int]:
@@ -750,6 +754,11 @@ class ShardingPolicy:
         self._count("greedy")
         logits, _ = self.network.apply(params, graphs, devices)
         return choose(logits, graphs.nodes["valid"], graphs.nodes["mask"]).action
+
+    def _log_probs_fn(self, params: Params, graphs: Any, devices: jax.Array):
+        self._count("log_probs")
+        logits, _ = self.network.apply(params, graphs, devices)
+        return jax.nn.log_softmax(jnp.where(graphs.nodes["valid"], logits, MASKED_LOGIT), -1)
 
     def _scores(self, params: Params, graphs: Any, devices: jax.Array, actions: jax.Array):
         """``(log_prob[B], entropy[B], value[B])`` of per-position actions ``[B, P]``."""
@@ -830,6 +839,17 @@ class ShardingPolicy:
         inputs = self.prepare(sg)
         actions = self._greedy_jit(params, inputs.graphs, self._devices(inputs))
         return inputs.choices(jax.device_get(actions))
+
+    def log_probs(self, params: Params, sg: ShardingGraph | ShardingInput) -> np.ndarray:
+        """``log π(k | v)`` of every node and strategy, ``float32[n, K]`` (node ids; a
+        strategy the node cannot take has a log-probability near ``MASKED_LOGIT``)."""
+        inputs = self.prepare(sg)
+        per_position = jax.device_get(
+            self._log_probs_jit(params, inputs.graphs, self._devices(inputs))
+        )
+        out = np.empty((inputs.num_nodes, per_position.shape[1]), np.float32)
+        out[inputs.order] = per_position[: inputs.num_nodes]
+        return out
 
     def evaluate(
         self, params: Params, sg: ShardingGraph | ShardingInput, choices: np.ndarray
@@ -1234,6 +1254,59 @@ def finetune(
 # -- inference ----------------------------------------------------------------------------
 
 
+def guided_choices(
+    sg: ShardingGraph | ShardingInput,
+    params: Params,
+    *,
+    weights: Sequence[float] = GUIDE_WEIGHTS,
+    config: ShardingPolicyConfig | None = None,
+) -> np.ndarray:
+    """Policy-guided greedy: the greedy pass and coordinate descent of
+    :func:`~hlo_go.sharding.solve_greedy` on the action problem with node costs biased
+    towards the network's preferences, then coordinate descent on the true costs.
+
+    The network draws each node's strategy independently. Where it has learned that a
+    block should switch layout together (a teacher's channel split, say) but is unsure
+    on a few of its nodes, its decode mixes layouts and pays resharding at each seam.
+    Here the node cost of strategy ``k`` of node ``v`` becomes
+    ``c_v(k) - λ · s · log π(k | v)``, with ``s`` the prior's cost per decided node (a
+    time scale of the graph), and the greedy pass decides each node given the
+    neighbours already decided: it follows the network where that is coherent and
+    cheap, and its neighbours' layouts where not. Coordinate descent on the true costs
+    then only lowers the cost. ``λ → 0`` is greedy's own choice (the prior, when cheaper
+    than replicated), large ``λ`` the network's decode made coherent.
+
+    Args:
+      sg: the graph (or its prepared input).
+      params: the network's parameters.
+      weights: the ``λ`` values, one choice each.
+      config: the configuration ``params`` belong to (default :class:`ShardingPolicyConfig`).
+
+    Returns:
+      ``int64[len(weights), n]``, a full choice per weight.
+    """
+    policy = policy_for(config)
+    inputs = policy.prepare(sg)
+    problem = inputs.action.problem
+    log_p = np.zeros(problem.node_cost.shape, np.float64)
+    width = min(problem.node_cost.shape[1], MAX_STRATEGIES)
+    log_p[:, :width] = policy.log_probs(params, inputs)[:, :width]
+    decided = int((np.asarray(problem.num_strategies) > 1).sum())
+    scale = total_cost(problem, _prior_actions(inputs)) / max(decided, 1)
+    finite = np.isfinite(problem.node_cost)
+    out = []
+    for weight in weights:
+        biased = np.where(finite, problem.node_cost - weight * scale * log_p, np.inf)
+        leaning = solve_greedy(problem._replace(node_cost=biased))
+        settled = solve_greedy(problem, prefer=leaning, max_rounds=GUIDED_DESCENT_ROUNDS)
+        out.append(inputs.action.expand(np.asarray(settled, np.int64)))
+    return np.stack(out) if out else np.zeros((0, inputs.num_nodes), np.int64)
+
+
+GUIDED_DESCENT_ROUNDS = 20
+"""Rounds of coordinate descent on the true costs that end :func:`guided_choices`."""
+
+
 def shard_with_policy(
     sg: ShardingGraph,
     params: Params,
@@ -1242,6 +1315,7 @@ def shard_with_policy(
     seed: int = 0,
     config: ShardingPolicyConfig | None = None,
     with_prior: bool = False,
+    guide_weights: Sequence[float] = (),
 ) -> np.ndarray:
     """The policy's choice for a graph, without training (zero-shot).
 
@@ -1255,6 +1329,7 @@ def shard_with_policy(
       with_prior: also consider the prior's choice (:func:`prior_choice`), so that the
         result is never costlier than it (a trained policy that leaves its prior where
         that does not pay on an unseen graph falls back to it).
+      guide_weights: also consider :func:`guided_choices` with these weights.
 
     When no candidate fits the memory budget, each is made feasible by
     :func:`hlo_go.sharding.greedy.fit_memory` (its strategies kept wherever they fit)
@@ -1270,6 +1345,8 @@ def shard_with_policy(
         candidates.append(policy.sample(params, inputs, jax.random.key(seed), samples)[0])
     if with_prior:
         candidates.append(inputs.action.expand(_prior_actions(inputs))[None])
+    if guide_weights:
+        candidates.append(guided_choices(inputs, params, weights=guide_weights, config=config))
     best = min(np.concatenate(candidates), key=lambda c: _infeasible_then_cost(sg, c))
     if fits_memory(sg, best):
         return best
@@ -1289,6 +1366,7 @@ def policy_method(
     samples: int = DEFAULT_SAMPLES,
     finetune_steps: int = 0,
     with_prior: bool = True,
+    guide_weights: Sequence[float] = GUIDE_WEIGHTS,
 ) -> np.ndarray:
     """The ``"policy"`` (and ``"policy-ft"``) sharding method.
 
@@ -1302,6 +1380,8 @@ def policy_method(
       samples: zero-shot, the best of the greedy decode and this many samples
         (:func:`shard_with_policy`).
       with_prior: the prior's choice is a candidate too (:func:`shard_with_policy`).
+      guide_weights: so are the policy-guided greedy's choices with these weights
+        (:func:`guided_choices`).
       finetune_steps: 0 decodes zero-shot; else PPO fine-tunes the parameters on ``sg``
         for this many steps (≤ :data:`MAX_FINETUNE_STEPS`) first, and the best of the
         fine-tuning's choices and the zero-shot one is returned.
@@ -1312,8 +1392,9 @@ def policy_method(
     if params is None:
         params, config = shipped_policy()
     choice = shard_with_policy(
-        sg, params, samples=samples, seed=seed, config=config, with_prior=with_prior
-    )
+        sg, params, samples=samples, seed=seed, config=config, with_prior=with_prior,
+        guide_weights=guide_weights,
+    )  # fmt: skip
     if finetune_steps <= 0:
         return choice
     result = train_sharding_policy(

@@ -4,7 +4,7 @@
 
     python -m hlo_go.sharding.pretrain GRAPH... [--clusters h100x8:2x4,tpu-v4-8:2x2]
         [--teacher-time-limit 60] [--imitation-steps 400] [--ppo-steps 0]
-        [--teachers FILE.npz] [--out FILE.msgpack] [--report FILE.json]
+        [--teachers FILE.npz] [--init FILE.msgpack] [--out FILE.msgpack] [--report FILE.json]
 
 For each corpus graph (unoptimized stage) or HLO file and each ``cluster:mesh``, the
 sharding graph is built, the ILP (:func:`hlo_go.sharding.methods.ilp`, CP-SAT, time
@@ -58,6 +58,8 @@ from hlo_go.sharding.imitation import ImitationExample, train_imitation
 from hlo_go.sharding.mesh import Mesh
 from hlo_go.sharding.policy import (
     ShardingPolicyConfig,
+    guided_choices,
+    load_policy,
     prior_choice,
     save_policy,
     shard_with_policy,
@@ -153,17 +155,22 @@ def pretrain(
     learning_rate: float = 1e-3,
     seed: int = 0,
     config: ShardingPolicyConfig | None = None,
+    params: Any | None = None,
     progress: bool = True,
 ) -> tuple[Any, ShardingPolicyConfig, dict[str, Any]]:
     """Imitation of the teachers, then optional PPO; returns ``(params, config, report)``.
 
+    The imitation starts from ``params`` (of ``config``) when given, else from fresh
+    parameters.
+
     The report has the training histories and, per graph, the cost of the teacher, of
-    the prior alone (:func:`prior_choice`) and of the trained policy's greedy decode.
+    the prior alone (:func:`prior_choice`), of the trained policy's greedy decode and of
+    the best of its policy-guided greedy choices (:func:`guided_choices`).
     """
     examples = [ImitationExample(name, sg, teachers[name]) for name, sg in graphs]
     imitation = train_imitation(
         examples, steps=imitation_steps, learning_rate=learning_rate, seed=seed,
-        config=config, progress=progress,
+        config=config, params=params, progress=progress,
     )  # fmt: skip
     params, config = imitation.params, imitation.config
     ppo_history: list[dict[str, Any]] = []
@@ -176,11 +183,13 @@ def pretrain(
     per_graph = {}
     for name, sg in graphs:
         decode = shard_with_policy(sg, params, config=config)
+        guided = guided_choices(sg, params, config=config)
         per_graph[name] = {
             "nodes": sg.num_nodes,
             "teacher_cost": total_cost(sg.problem, teachers[name]),
             "prior_cost": total_cost(sg.problem, prior_choice(sg, config)),
             "policy_cost": total_cost(sg.problem, decode),
+            "guided_cost": min(total_cost(sg.problem, c) for c in guided),
         }
     report = {
         "imitation_history": imitation.history,
@@ -203,6 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--ppo-steps", type=int, default=0)
     parser.add_argument("--learning-rate", type=float, default=1e-3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--init", type=Path, help="start from this policy (.msgpack)")
     parser.add_argument("--out", type=Path, default=Path("sharding_policy.msgpack"))
     parser.add_argument("--report", type=Path, help="JSON report of the training")
     args = parser.parse_args(argv)
@@ -213,16 +223,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (KeyError, ValueError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    init, init_config = None, None
+    if args.init is not None:
+        try:
+            init, init_config = load_policy(args.init)
+        except (OSError, ValueError) as error:
+            print(f"error: --init {args.init}: {error}", file=sys.stderr)
+            return 2
     teachers = solve_teachers(graphs, time_limit_s=args.teacher_time_limit, cache=args.teachers)
     params, config, report = pretrain(
         graphs, teachers, imitation_steps=args.imitation_steps, ppo_steps=args.ppo_steps,
-        learning_rate=args.learning_rate, seed=args.seed,
+        learning_rate=args.learning_rate, seed=args.seed, config=init_config, params=init,
     )  # fmt: skip
     save_policy(args.out, params, config)
-    print(f"{'graph':34s} {'nodes':>6s} {'teacher':>9s} {'prior':>9s} {'policy':>9s}")
+    columns = ("teacher_cost", "prior_cost", "policy_cost", "guided_cost")
+    print(
+        f"{'graph':34s} {'nodes':>6s} {'teacher':>9s} {'prior':>9s} {'decode':>9s} {'guided':>9s}"
+    )
     for name, row in report["graphs"].items():
-        t, p, q = (row[k] * 1e3 for k in ("teacher_cost", "prior_cost", "policy_cost"))
-        print(f"{name:34s} {row['nodes']:6d} {t:9.3f} {p:9.3f} {q:9.3f}")
+        costs = " ".join(f"{row[k] * 1e3:9.3f}" for k in columns)
+        print(f"{name:34s} {row['nodes']:6d} {costs}")
     print(f"wrote {args.out} ({time.perf_counter() - started:.0f} s)")
     if args.report:
         args.report.write_text(json.dumps(report, indent=1, default=float))
