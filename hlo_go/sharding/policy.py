@@ -1384,7 +1384,8 @@ def policy_method(
         (:func:`guided_choices`).
       finetune_steps: 0 decodes zero-shot; else PPO fine-tunes the parameters on ``sg``
         for this many steps (≤ :data:`MAX_FINETUNE_STEPS`) first, and the best of the
-        fine-tuning's choices and the zero-shot one is returned.
+        fine-tuning's choices, the fine-tuned parameters' decode (as zero-shot: samples,
+        prior and guided greedy) and the zero-shot one is returned.
 
     Returns:
       ``int64[n]``, a strategy per node.
@@ -1402,7 +1403,11 @@ def policy_method(
         config=config, time_limit_s=time_limit_s,
     )  # fmt: skip
     tuned = result.best.get("graph", choice)
-    return min((choice, tuned), key=lambda c: _infeasible_then_cost(sg, c))
+    decoded = shard_with_policy(
+        sg, result.params, samples=samples, seed=seed, config=config, with_prior=with_prior,
+        guide_weights=guide_weights,
+    )  # fmt: skip
+    return min((choice, tuned, decoded), key=lambda c: _infeasible_then_cost(sg, c))
 
 
 def _infeasible_then_cost(sg: ShardingGraph, choice: np.ndarray) -> tuple[bool, float]:
