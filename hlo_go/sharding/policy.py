@@ -179,6 +179,9 @@ DEFAULT_SAMPLES = 8
 GUIDE_WEIGHTS: tuple[float, ...] = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0)
 """The weights ``λ`` of :func:`guided_choices` that the ``"policy"`` method tries."""
 
+GUIDED_DESCENT_ROUNDS = 20
+"""Rounds of coordinate descent on the true costs that end :func:`guided_choices`."""
+
 DEFAULT_FINETUNE_STEPS = 20
 """Fine-tuning steps of the ``"policy-ft"`` method."""
 
@@ -1301,10 +1304,6 @@ def guided_choices(
         settled = solve_greedy(problem, prefer=leaning, max_rounds=GUIDED_DESCENT_ROUNDS)
         out.append(inputs.action.expand(np.asarray(settled, np.int64)))
     return np.stack(out) if out else np.zeros((0, inputs.num_nodes), np.int64)
-
-
-GUIDED_DESCENT_ROUNDS = 20
-"""Rounds of coordinate descent on the true costs that end :func:`guided_choices`."""
 
 
 def shard_with_policy(

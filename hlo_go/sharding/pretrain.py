@@ -18,14 +18,14 @@ teacher, prior and trained-decode costs.
 The shipped policy (``hlo_go/policies/sharding.msgpack``) was trained on this host in two
 runs, the second continuing the first (``--init``)::
 
-    python -m hlo_go.sharding.pretrain gpt2_l4 bert_l4 transformer_xl_l4 resnet_50 \
-        wavenet_s2 inception_v3_small rnnlm_l2_scan --teacher-time-limit 300 \
-        --teachers benchmarks/.cache/sharding_teachers_300s.npz --imitation-steps 420 \
+    python -m hlo_go.sharding.pretrain gpt2_l4 bert_l4 transformer_xl_l4 resnet_50 \\
+        wavenet_s2 inception_v3_small rnnlm_l2_scan --teacher-time-limit 300 \\
+        --teachers benchmarks/.cache/sharding_teachers_300s.npz --imitation-steps 420 \\
         --learning-rate 2e-3 --out stage1.msgpack
-    python -m hlo_go.sharding.pretrain gpt2_l4 bert_l4 transformer_xl_l4 resnet_50 \
-        wavenet_s2 inception_v3_small rnnlm_l2_scan --teacher-time-limit 300 \
-        --teachers benchmarks/.cache/sharding_teachers_300s.npz --init stage1.msgpack \
-        --imitation-steps 1400 --learning-rate 1e-3 \
+    python -m hlo_go.sharding.pretrain gpt2_l4 bert_l4 transformer_xl_l4 resnet_50 \\
+        wavenet_s2 inception_v3_small rnnlm_l2_scan --teacher-time-limit 300 \\
+        --teachers benchmarks/.cache/sharding_teachers_300s.npz --init stage1.msgpack \\
+        --imitation-steps 1400 --learning-rate 1e-3 \\
         --out hlo_go/policies/sharding.msgpack --report benchmarks/results/sharding_pretrain.json
 
 None of those graphs is one the ``shard`` benchmark evaluates on (``mlp``, ``gpt2_l2``,

@@ -305,19 +305,19 @@ def as_accurate_as_reference(
                 error = _max_error(theirs[k], x)
                 if error > bar:
                     bar, name = error, other_name
-        if not placed <= max(WIDENING_FACTOR * bar, r * scale) and moved:
+        limit = max(WIDENING_FACTOR * bar, r * scale)
+        if not placed <= limit and moved:
             try:
                 each = _each_element_as_some_rounding(
-                    got[k], x, k, moved, bar=max(bar, r * scale),
-                    tolerance=max(WIDENING_FACTOR * bar, r * scale),
-                )  # fmt: skip
+                    got[k], x, k, moved, bar=max(bar, r * scale), tolerance=limit
+                )
             except Exception as error:
                 why = f"{message}; {INPUT_ROUNDING_REFERENCE} could not run: {error}"
                 return False, why[:_MESSAGE_LIMIT]
             if each:
                 barred_by.add(f"{INPUT_ROUNDING_REFERENCE} (element by element)")
                 continue
-        if not placed <= max(WIDENING_FACTOR * bar, r * scale):
+        if not placed <= limit:
             return (
                 False,
                 f"{message}; against float64, output {k}'s error {placed:.3g} exceeds "

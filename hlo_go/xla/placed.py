@@ -34,6 +34,7 @@ BatchNorm-heavy float32 step amplifies them past any fixed tolerance).
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -475,10 +476,10 @@ def one_device_runner(module: HloModule) -> Callable[[list[np.ndarray]], list[np
     """A function running XLA's default one-device compile of ``module`` on given
     arguments, compiled on the first call only (for
     :func:`hlo_go.xla.arbiter.input_rounding_runs`)."""
-    executable = computed_once(lambda: [compile_hlo_text(portable_module(module).to_text())])
+    executable = functools.cache(lambda: compile_hlo_text(portable_module(module).to_text()))
 
     def run(args: list[np.ndarray]) -> list[np.ndarray]:
-        return [np.asarray(x) for x in run_executable(executable()[0], args, x64=True)]
+        return [np.asarray(x) for x in run_executable(executable(), args, x64=True)]
 
     return run
 
