@@ -40,7 +40,16 @@ GRAPHS = ("mlp", "gpt2_l2", "bert_l2", "transformer_xl_l2", "resnet_26", "gpt2_l
 CPU_GRAPHS = ("mlp", "gpt2_l2", "bert_l2", "resnet_26")
 QUICK_GRAPHS = ("mlp", "gpt2_l2")
 CLUSTERS = (("h100x8", "2x4"), ("tpu-v4-8", "2x2"))
-METHODS = ("replicated", "dp", "megatron", "greedy", "core-greedy", "ilp", "policy")
+METHODS = (
+    "replicated",
+    "dp",
+    "megatron",
+    "greedy",
+    "core-greedy",
+    "core-greedy-refined",
+    "ilp",
+    "policy",
+)
 # Methods that compile (jit) on first use: timed twice, cold and then warm.
 COMPILING = ("policy", "policy-ft")
 # "Largest graphs" of the policy's solve-time target: at least this many nodes.
@@ -221,6 +230,7 @@ def _summarize(
     over_prior: list[float] = []
     ilp_bound_gap: list[float] = []
     large_bound_gap: list[float] = []
+    large_refined_gap: list[float] = []
     for graph, cluster, method in list(by):
         if method != "dp":
             continue
@@ -245,6 +255,9 @@ def _summarize(
                 large_bound_gap.append(policy_gap_to_bound)
             if (graph, cluster, "core-greedy") in by:
                 over_prior.append(by[(graph, cluster, "core-greedy")]["step_ms"] / pol["step_ms"])
+            if (graph, cluster, "core-greedy-refined") in by and pol["nodes"] >= LARGE_NODES:
+                refined = by[(graph, cluster, "core-greedy-refined")]["step_ms"]
+                large_refined_gap.append(refined / ilp["step_ms"] - 1)
     out: dict[str, Any] = {
         "rows": rows,
         "memory_rows": memory_rows,
@@ -281,6 +294,10 @@ def _summarize(
             statistics.median(large_cold_ratio) if large_cold_ratio else None
         )
         out["policy_speedup_over_prior_geomean"] = _geomean(over_prior)
+        # The ablation: the prior refined like the policy (what the network adds to it).
+        out["prior_refined_within_5pct_of_ilp_large"] = sum(g <= 0.05 for g in large_refined_gap)
+        out["prior_refined_gap_to_ilp_large_max"] = max(large_refined_gap, default=None)
+        out["policy_within_5pct_of_ilp_large"] = sum(g <= 0.05 for g in large_gap)
         out["policy_memory_fits"] = sum(r["fits"] for r in memory_rows if r["method"] == "policy")
     out["quick"] = quick
     return out

@@ -215,9 +215,11 @@ def test_inference_and_method(sg, params):
     with pytest.raises(ValueError, match="fine-tuning"):
         finetune(sg, params, steps=51, config=SMALL)
     # The registry's entry point, zero-shot with given parameters: the greedy decode, or
-    # the best of it and samples.
-    choice = policy_method(sg, params=params, config=SMALL, samples=0, guide_weights=())
+    # the best of it and samples; then refined by windows (never costlier).
+    choice = policy_method(sg, params=params, config=SMALL, samples=0, guide_weights=(), refine_s=0)
     np.testing.assert_array_equal(choice, greedy)
+    refined = policy_method(sg, params=params, config=SMALL, samples=0, guide_weights=())
+    assert total_cost(sg.problem, refined) <= total_cost(sg.problem, greedy) + 1e-12
     assert choice.shape == (sg.num_nodes,) and np.isfinite(total_cost(sg.problem, choice))
     sampled = policy_method(sg, params=params, config=SMALL, samples=4)
     assert total_cost(sg.problem, sampled) <= total_cost(sg.problem, greedy)

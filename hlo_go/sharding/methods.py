@@ -228,8 +228,9 @@ def megatron(
 
 
 def policy(sg: ShardingGraph, *, seed: int = 0, time_limit_s: float | None = None) -> np.ndarray:
-    """The shipped pre-trained sharding policy, zero-shot: the best of its greedy decode
-    and a few samples (:func:`hlo_go.sharding.policy.policy_method`)."""
+    """The shipped pre-trained sharding policy, zero-shot: the best of its decode, a few
+    samples, its prior and its guided greedy, refined by exact window re-optimization
+    (:func:`hlo_go.sharding.policy.policy_method`)."""
     from hlo_go.sharding.policy import policy_method
 
     del time_limit_s
@@ -260,6 +261,18 @@ def core_greedy(
     return prior_choice(sg)
 
 
+def core_greedy_refined(
+    sg: ShardingGraph, *, seed: int = 0, time_limit_s: float | None = None
+) -> np.ndarray:
+    """``core-greedy`` refined as the policy's choice is
+    (:func:`hlo_go.sharding.policy.refined`): the ablation that shows what the network
+    adds to the refinement."""
+    from hlo_go.sharding.policy import prior_choice, refined
+
+    del seed, time_limit_s
+    return refined(sg, prior_choice(sg))
+
+
 METHODS: dict[str, Method] = {
     "replicated": replicated,
     "dp": data_parallel,
@@ -267,6 +280,7 @@ METHODS: dict[str, Method] = {
     "greedy": greedy,
     "ilp": ilp,
     "core-greedy": core_greedy,
+    "core-greedy-refined": core_greedy_refined,
     "policy": policy,
     "policy-ft": policy_finetuned,
 }

@@ -129,6 +129,7 @@ from hlo_go.sharding.problem import (
     total_cost,
 )
 from hlo_go.sharding.reduction import Reduction, reduce_problem
+from hlo_go.sharding.refine import DEFAULT_REFINE_S, DEFAULT_WINDOW, refine
 from hlo_go.sharding.simulate import fits_memory
 from hlo_go.sharding.strategies import MAX_STRATEGIES
 
@@ -1366,6 +1367,8 @@ def policy_method(
     finetune_steps: int = 0,
     with_prior: bool = True,
     guide_weights: Sequence[float] = GUIDE_WEIGHTS,
+    refine_s: float = DEFAULT_REFINE_S,
+    refine_window: int = DEFAULT_WINDOW,
 ) -> np.ndarray:
     """The ``"policy"`` (and ``"policy-ft"``) sharding method.
 
@@ -1385,6 +1388,10 @@ def policy_method(
         for this many steps (≤ :data:`MAX_FINETUNE_STEPS`) first, and the best of the
         fine-tuning's choices, the fine-tuned parameters' decode (as zero-shot: samples,
         prior and guided greedy) and the zero-shot one is returned.
+      refine_s: then the choice is refined by exact re-optimization of windows of
+        ``refine_window`` decided nodes for at most this many seconds
+        (:func:`refined`; 0: not refined).
+      refine_window: see ``refine_s``.
 
     Returns:
       ``int64[n]``, a strategy per node.
@@ -1396,7 +1403,7 @@ def policy_method(
         guide_weights=guide_weights,
     )  # fmt: skip
     if finetune_steps <= 0:
-        return choice
+        return refined(sg, choice, config=config, time_limit_s=refine_s, window=refine_window)
     result = train_sharding_policy(
         [("graph", sg)], steps=finetune_steps, seed=seed, progress=False, params=params,
         config=config, time_limit_s=time_limit_s,
@@ -1406,7 +1413,54 @@ def policy_method(
         sg, result.params, samples=samples, seed=seed, config=config, with_prior=with_prior,
         guide_weights=guide_weights,
     )  # fmt: skip
-    return min((choice, tuned, decoded), key=lambda c: _infeasible_then_cost(sg, c))
+    best = min((choice, tuned, decoded), key=lambda c: _infeasible_then_cost(sg, c))
+    return refined(sg, best, config=config, time_limit_s=refine_s, window=refine_window)
+
+
+def refined(
+    sg: ShardingGraph,
+    choice: np.ndarray,
+    *,
+    config: ShardingPolicyConfig | None = None,
+    time_limit_s: float = DEFAULT_REFINE_S,
+    window: int = DEFAULT_WINDOW,
+) -> np.ndarray:
+    """``choice`` improved by :func:`hlo_go.sharding.refine.refine` on the policy's
+    action problem (the reductions' core, the other nodes following it optimally).
+
+    Moves that break the memory budget are refused; a choice that does not fit the
+    budget to begin with is returned as it is, and so is one that refinement does not
+    make cheaper.
+
+    Args:
+      sg: the graph.
+      choice: ``int[n]``, a full choice.
+      config: whose ``action_space`` the refinement works in (default
+        :class:`ShardingPolicyConfig`).
+      time_limit_s: the refinement's time limit (0 or less: ``choice`` unchanged).
+      window: decided nodes per window.
+
+    Returns:
+      ``int64[n]``, a full choice no costlier than ``choice``.
+    """
+    choice = np.asarray(choice, np.int64)
+    if time_limit_s <= 0 or _infeasible_then_cost(sg, choice)[0]:
+        return choice
+    action = action_problem(sg, policy_for(config).config)
+    if not math.isfinite(total_cost(action.problem, action.restrict(choice))):
+        # A core strategy the reductions pruned (e.g. one fit_memory chose): windows of
+        # the whole problem instead.
+        action = ActionProblem(sg.problem, None, 0.0)
+    bounded = math.isfinite(sg.problem.memory_budget)
+
+    def fits(actions: np.ndarray) -> bool:
+        return not bounded or fits_memory(sg, action.expand(actions))
+
+    actions = refine(
+        action.problem, action.restrict(choice), window=window, time_limit_s=time_limit_s,
+        accept=fits,
+    )  # fmt: skip
+    return min((choice, action.expand(actions)), key=lambda c: _infeasible_then_cost(sg, c))
 
 
 def _infeasible_then_cost(sg: ShardingGraph, choice: np.ndarray) -> tuple[bool, float]:
