@@ -108,8 +108,9 @@ def eliminate(
     tables: dict[int, list[Factor]] = {v: [] for v in range(n)}
 
     def add(variables: tuple[int, ...], values: np.ndarray) -> None:
+        factor = (variables, values)  # one object in each of its variables' lists
         for v in variables:
-            tables[v].append((variables, values))
+            tables[v].append(factor)
 
     for v in range(n):
         add((v,), np.asarray(core.node_cost[v], np.float64))
@@ -117,12 +118,13 @@ def eliminate(
         add((a, b), np.asarray(matrix, np.float64))
     steps: list[tuple[int, tuple[int, ...], np.ndarray]] = []
     for x in order:
-        factors = list({id(f): f for f in tables.pop(x)}.values())
+        factors = tables.pop(x)
         rest = tuple(sorted({u for variables, _ in factors for u in variables} - {x}))
         axes = (x, *rest)
         position = {u: i for i, u in enumerate(axes)}
         joint = np.zeros([k[u] for u in axes])
-        for variables, values in factors:
+        for factor in factors:
+            variables, values = factor
             # The table's axes put in the joint's order, then broadcast over the rest.
             ranked = sorted(range(len(variables)), key=lambda i: position[variables[i]])
             shape = [1] * len(axes)
@@ -131,7 +133,7 @@ def eliminate(
             joint = joint + np.transpose(values, ranked).reshape(shape)
             for u in variables:
                 if u != x:
-                    tables[u] = [f for f in tables[u] if f[1] is not values]
+                    tables[u] = [f for f in tables[u] if f is not factor]
         best = np.argmin(joint, axis=0)
         steps.append((x, rest, best))
         if rest:
