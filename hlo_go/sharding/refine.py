@@ -14,8 +14,8 @@ sweep the graph until a sweep improves nothing or the time limit is reached.
 The moves are what coordinate descent (:func:`~hlo_go.sharding.solve_greedy`) cannot
 make: switching a whole block of nodes to another layout at once, where switching any
 one of them alone pays resharding at its seams. The result is never costlier than the
-start, and depends on it: a search from the learned policy's choice ends in a different
-(on ResNet, much cheaper) local optimum than one from greedy's.
+start, and depends on it: from the learned policy's choice it ends in a different local
+optimum than from greedy's (BERT-2 on ``h100x8``: 2.23 ms against 2.42 ms).
 """
 
 from __future__ import annotations
