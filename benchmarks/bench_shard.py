@@ -3,9 +3,11 @@
 Graphs: a user MLP training step (made with JAX here) and corpus training steps (their
 unoptimized stage, as the SPMD partitioner sees them): transformers (GPT-2, BERT,
 Transformer-XL), CNNs (ResNet) and an RNN LM; ``--quick``: the MLP and ``gpt2_l2``.
-Methods: ``replicated``, ``dp`` (data parallel), ``megatron``, ``greedy``, ``ilp``
-(OR-Tools CP-SAT, ``ILP_TIME_LIMIT_S``) and ``policy`` (the learned sharding policy of
-:mod:`hlo_go.sharding.policy`, when present).
+Methods: ``replicated``, ``dp`` (data parallel), ``megatron``, ``greedy``,
+``core-greedy`` (the policy's prior), ``core-greedy-refined`` (the prior refined like the
+policy's choice: the ablation), ``ilp`` (OR-Tools CP-SAT, ``ILP_TIME_LIMIT_S``) and
+``policy`` (the learned sharding policy of :mod:`hlo_go.sharding.policy`, its choice
+refined by :mod:`hlo_go.sharding.refine`).
 
 * Simulated (:func:`hlo_go.sharding.simulate_sharding`) on ``h100x8`` (mesh 2x4) and
   ``tpu-v4-8`` (4 chips: mesh 2x2): step time, compute and communication, peak memory per

@@ -148,7 +148,6 @@ def test_refined_prior_and_policy_on_a_transformer(gpt2_tpu):
         total_cost(sg.problem, policy_method(sg))
         <= total_cost(sg.problem, policy_method(sg, refine_s=0)) + 1e-12
     )
-    assert refined(sg, prior, time_limit_s=0) is not out
     np.testing.assert_array_equal(refined(sg, prior, time_limit_s=0), prior)
     # Under a budget, every move the refinement keeps must fit it too.
     budget = 0.9 * simulate_sharding(sg, out).peak_memory
