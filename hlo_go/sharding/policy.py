@@ -1316,6 +1316,7 @@ def shard_with_policy(
     config: ShardingPolicyConfig | None = None,
     with_prior: bool = False,
     guide_weights: Sequence[float] = (),
+    inputs: ShardingInput | None = None,
 ) -> np.ndarray:
     """The policy's choice for a graph, without training (zero-shot).
 
@@ -1330,6 +1331,8 @@ def shard_with_policy(
         result is never costlier than it (a trained policy that leaves its prior where
         that does not pay on an unseen graph falls back to it).
       guide_weights: also consider :func:`guided_choices` with these weights.
+      inputs: ``sg``'s prepared input, when the caller has it already
+        (``policy_for(config).prepare(sg)``; None: prepared here).
 
     When no candidate fits the memory budget, each is made feasible by
     :func:`hlo_go.sharding.greedy.fit_memory` (its strategies kept wherever they fit)
@@ -1339,7 +1342,7 @@ def shard_with_policy(
       ``int64[n]``, a strategy per node.
     """
     policy = policy_for(config)
-    inputs = policy.prepare(sg)
+    inputs = policy.prepare(sg) if inputs is None else inputs
     candidates = [policy.greedy(params, inputs)[None]]
     if samples > 0:
         candidates.append(policy.sample(params, inputs, jax.random.key(seed), samples)[0])
@@ -1399,11 +1402,14 @@ def policy_method(
     """
     if params is None:
         params, config = shipped_policy()
+    inputs = policy_for(config).prepare(sg)  # depends on the config only, not on params
     choice = shard_with_policy(
         sg, params, samples=samples, seed=seed, config=config, with_prior=with_prior,
-        guide_weights=guide_weights,
+        guide_weights=guide_weights, inputs=inputs,
     )  # fmt: skip
-    zero_shot = refined(sg, choice, config=config, time_limit_s=refine_s, window=refine_window)
+    zero_shot = refined(
+        sg, choice, action=inputs.action, time_limit_s=refine_s, window=refine_window
+    )
     if finetune_steps <= 0:
         return zero_shot
     result = train_sharding_policy(
@@ -1413,12 +1419,12 @@ def policy_method(
     tuned = result.best.get("graph", choice)
     decoded = shard_with_policy(
         sg, result.params, samples=samples, seed=seed, config=config, with_prior=with_prior,
-        guide_weights=guide_weights,
+        guide_weights=guide_weights, inputs=inputs,
     )  # fmt: skip
     best = min((tuned, decoded), key=lambda c: _infeasible_then_cost(sg, c))
     # Refinement ends in a local optimum that depends on its start: the fine-tuned
     # choice refined is not always cheaper than the zero-shot one refined, so both count.
-    best = refined(sg, best, config=config, time_limit_s=refine_s, window=refine_window)
+    best = refined(sg, best, action=inputs.action, time_limit_s=refine_s, window=refine_window)
     return min((zero_shot, best), key=lambda c: _infeasible_then_cost(sg, c))
 
 
@@ -1427,6 +1433,7 @@ def refined(
     choice: np.ndarray,
     *,
     config: ShardingPolicyConfig | None = None,
+    action: ActionProblem | None = None,
     time_limit_s: float = DEFAULT_REFINE_S,
     window: int = DEFAULT_WINDOW,
 ) -> np.ndarray:
@@ -1442,6 +1449,7 @@ def refined(
       choice: ``int[n]``, a full choice.
       config: whose ``action_space`` the refinement works in (default
         :class:`ShardingPolicyConfig`).
+      action: ``action_problem(sg, config)`` when the caller has it already.
       time_limit_s: the refinement's time limit (0 or less: ``choice`` unchanged).
       window: decided nodes per window.
 
@@ -1451,7 +1459,8 @@ def refined(
     choice = np.asarray(choice, np.int64)
     if time_limit_s <= 0 or _infeasible_then_cost(sg, choice)[0]:
         return choice
-    action = action_problem(sg, policy_for(config).config)
+    if action is None:
+        action = action_problem(sg, policy_for(config).config)
     if not math.isfinite(total_cost(action.problem, action.restrict(choice))):
         # A core strategy the reductions pruned (e.g. one fit_memory chose): windows of
         # the whole problem instead.

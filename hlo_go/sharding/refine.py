@@ -43,8 +43,9 @@ DEFAULT_REFINE_S = 5.0
 def _elimination_order(
     num_strategies: np.ndarray, edges: list[tuple[int, int]], max_entries: int
 ) -> list[int] | None:
-    """Greedy elimination order (smallest table first), or None when some table of
-    every step's cheapest choice would exceed ``max_entries``."""
+    """A greedy elimination order, each step eliminating the node whose table (its own
+    and its remaining neighbours' strategies) is smallest; None when some step's
+    smallest table exceeds ``max_entries``."""
     neighbours: dict[int, set[int]] = {v: set() for v in range(len(num_strategies))}
     for a, b in edges:
         if a != b:
