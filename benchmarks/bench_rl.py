@@ -40,10 +40,11 @@ hour; the exact subset and step counts are in the result (``setup``) and below.
   :func:`hlo_go.rl.infer`) and fine-tuned for ``FINETUNE_STEPS`` steps
   (:func:`hlo_go.rl.finetune`, 30 steps). ``zero_shot_gap`` / ``finetune_gap`` are the mean of
   (step time / GO-one's step time - 1) over the held-out graphs.
-* **Joint vs sequential**: on ``JOINT_GRAPHS`` (``rnnlm_l2_scan``), placement, then scheduling (given the
-  best placement), then fusion (given both), each for a third of GO-one's steps, against
-  GO-one (all three jointly, the same total steps). ``joint_vs_sequential_speedup`` is
-  the mean of sequential step time / joint step time.
+* **Joint vs sequential**: on ``JOINT_GRAPHS`` (all four GO-one graphs), placement, then
+  scheduling (given the best placement), then fusion (given both), each for a third of
+  GO-one's steps, against GO-one (all three jointly, the same total steps).
+  ``joint_vs_sequential_speedup`` is the mean over those graphs of sequential step time /
+  joint step time.
 * **Iteration time**: one training iteration (sample K = 16, simulate them, one PPO
   update on all 16) on ``inception_v3_small`` (11,047 nodes), median of 3 after a
   compiling warm-up, split into sample / simulate / update.
@@ -77,7 +78,7 @@ GO_ONE_STEPS = 150
 HELD_OUT = ("gpt2_l2",)
 PRETRAIN_STEPS = 90
 FINETUNE_STEPS = 30
-JOINT_GRAPHS = ("rnnlm_l2_scan",)
+JOINT_GRAPHS = GRAPHS
 PRIOR_METHOD = "best"
 PRIOR_BIAS = 6.0
 PRIOR_FOLLOWS_BEST = True
