@@ -11,7 +11,7 @@ hour; the exact subset and step counts are in the result (``setup``) and below.
   :mod:`hlo_go.rl.prior`: the policy learns a residual over the graph's fastest
   heuristic, whose decisions are its greedy ones at the start) that follows the best
   decisions seen (``prior_follows_best``: an incumbent prior, so samples explore
-  around the best so far): ``GO_ONE_STEPS`` = 150
+  around the best so far): ``GO_ONE_STEPS`` = 300
   steps on each graph of ``GRAPHS``: the smallest graph of four of the corpus's nine
   families (rnnlm, gnmt, gpt2, transformer_xl; 432 to 1,365 nodes). Its result is the
   best decisions seen during training (sampled or greedy). **GO-one from scratch**, the
@@ -38,7 +38,7 @@ hour; the exact subset and step counts are in the result (``setup``) and below.
   graphs of the *other* families (batches of 2 graphs switched every 20 steps, scaled
   down from the paper's N = 1000), then used zero-shot (greedy decisions,
   :func:`hlo_go.rl.infer`) and fine-tuned for ``FINETUNE_STEPS`` steps
-  (:func:`hlo_go.rl.finetune`, 30 steps). ``zero_shot_gap`` / ``finetune_gap`` are the mean of
+  (:func:`hlo_go.rl.finetune`, 50 steps, the issue's limit). ``zero_shot_gap`` / ``finetune_gap`` are the mean of
   (step time / GO-one's step time - 1) over the held-out graphs.
 * **Joint vs sequential**: on ``JOINT_GRAPHS`` (all four GO-one graphs), placement, then
   scheduling (given the best placement), then fusion (given both), each for a third of
@@ -74,10 +74,10 @@ from benchmarks import RESULTS_DIR
 
 CLUSTER = "v100x4"
 GRAPHS = ("rnnlm_l2_scan", "gnmt_l2_scan", "gpt2_l2", "transformer_xl_l2")
-GO_ONE_STEPS = 150
+GO_ONE_STEPS = 300
 HELD_OUT = ("gpt2_l2",)
 PRETRAIN_STEPS = 90
-FINETUNE_STEPS = 30
+FINETUNE_STEPS = 50
 JOINT_GRAPHS = GRAPHS
 PRIOR_METHOD = "best"
 PRIOR_BIAS = 6.0
