@@ -3,8 +3,8 @@ annealing, leave-one-family-out zero-shot / fine-tuning, joint vs sequential tas
 the time of one training iteration on a 10,000-node graph.
 
 Everything is simulated on the ``v100x4`` preset (4 V100, NVLink). This host has two
-slow cores shared with other work, so the full run is scaled down to fit in about an
-hour; the exact subset and step counts are in the result (``setup``) and below.
+slow cores shared with other work, so the full run is scaled down to fit in about 100
+minutes; the exact subset and step counts are in the result (``setup``) and below.
 
 * **GO-one** (:func:`hlo_go.rl.train_one`, all three tasks jointly, K = 16, 2 PPO
   epochs, Adam 1e-4) with a heuristic prior (``prior_method="best"``, ``prior_bias`` 6,
