@@ -109,9 +109,8 @@ def eliminate(
     tables: dict[int, list[Factor]] = {v: [] for v in range(n)}
 
     def add(variables: tuple[int, ...], values: np.ndarray) -> None:
-        factor = (variables, values)  # one object in each of its variables' lists
         for v in variables:
-            tables[v].append(factor)
+            tables[v].append((variables, values))
 
     for v in range(n):
         add((v,), np.asarray(core.node_cost[v], np.float64))
@@ -121,20 +120,18 @@ def eliminate(
     for x in order:
         factors = tables.pop(x)
         rest = tuple(sorted({u for variables, _ in factors for u in variables} - {x}))
+        for u in rest:  # the factors summed here leave their other variables' lists
+            tables[u] = [f for f in tables[u] if x not in f[0]]
         axes = (x, *rest)
         position = {u: i for i, u in enumerate(axes)}
         joint = np.zeros([k[u] for u in axes])
-        for factor in factors:
-            variables, values = factor
+        for variables, values in factors:
             # The table's axes put in the joint's order, then broadcast over the rest.
             ranked = sorted(range(len(variables)), key=lambda i: position[variables[i]])
             shape = [1] * len(axes)
             for u in variables:
                 shape[position[u]] = k[u]
             joint = joint + np.transpose(values, ranked).reshape(shape)
-            for u in variables:
-                if u != x:
-                    tables[u] = [f for f in tables[u] if f is not factor]
         best = np.argmin(joint, axis=0)
         steps.append((x, rest, best))
         if rest:
