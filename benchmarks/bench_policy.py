@@ -1,4 +1,4 @@
-"""Policy speed: forward + sample of ``hlo_go.policy.GOPolicy`` on 10,000- and 80,000-node graphs.
+"""Policy speed: forward + sample of ``hlo_go.gonet.GOPolicy`` on 10,000- and 80,000-node graphs.
 
 The graphs are generated stand-ins of the workloads the policy is for: the
 pre-fusion HLO of one training step of a 2-layer LSTM language model unrolled over
@@ -7,7 +7,7 @@ cached under ``benchmarks/.cache/``): about 10,100 and 80,000 nodes. ``--quick``
 uses the 32-step module (about 4,800 nodes) alone.
 
 Timed interleaved (median of 5 rounds, 3 under ``--quick``, after a warm-up round
-that also compiles), with the default :class:`~hlo_go.policy.PolicyConfig`:
+that also compiles), with the default :class:`~hlo_go.gonet.PolicyConfig`:
 
 * ``sample``: ``policy.sample(params, graph, key)`` end to end, from the
   ``OpGraph`` to ``Decisions`` on the host: the target (≤ 0.5 s at 10k nodes, ≤ 3 s
@@ -65,7 +65,7 @@ def _graph(steps: int) -> Any:
 _RSS_CHILD = r"""
 import json, pickle, resource, sys, time
 import jax
-from hlo_go.policy import GOPolicy
+from hlo_go.gonet import GOPolicy
 
 def rss_now_gb():
     with open("/proc/self/status") as f:
@@ -166,7 +166,7 @@ def _components(policy: Any, params: Any, graph: Any) -> dict[str, Any]:
     import jax
     import jax.numpy as jnp
 
-    from hlo_go.policy import GONetwork, SegmentRecurrentStack
+    from hlo_go.gonet import GONetwork, SegmentRecurrentStack
 
     config = policy.config
     inputs = policy.prepare(graph)
@@ -211,7 +211,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
     """
     import jax
 
-    from hlo_go.policy import GOPolicy, param_count
+    from hlo_go.gonet import GOPolicy, param_count
 
     sizes = QUICK_STEPS if quick else FULL_STEPS
     graphs = {label: _graph(steps) for label, steps in sizes.items()}

@@ -79,7 +79,7 @@ def family(name: str) -> str:
 def train_config(*, quick: bool, seed: int, **changes: Any) -> Any:
     """The GO training settings of the experiments (``TrainConfig`` with the prior of
     :data:`PRIOR_BIAS`, no progress bar, no periodic checkpoints)."""
-    from hlo_go.policy import PolicyConfig
+    from hlo_go.gonet import PolicyConfig
     from hlo_go.rl import TrainConfig
 
     config = TrainConfig(

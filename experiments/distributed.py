@@ -186,7 +186,7 @@ def train_config(args: argparse.Namespace) -> Any:
     """The :class:`~hlo_go.rl.TrainConfig` of the arguments: the experiments' defaults
     (``prior_bias`` 3, evaluation every 5 steps, checkpoint at the end), ``--quick``'s
     small settings, then ``--config`` and the flags."""
-    from hlo_go.policy import PolicyConfig
+    from hlo_go.gonet import PolicyConfig
     from hlo_go.rl import PPOConfig, TrainConfig
     from hlo_go.rl.cli import build_config
 

@@ -1,7 +1,7 @@
 """hlo-go: transferable graph optimizers for XLA HLO.
 
 Front doors: ``@hlo_go.jit`` (:mod:`hlo_go.api`), :func:`hlo_go.load_policy` (shipped
-pretrained policies, :mod:`hlo_go.policies`) and the ``hlo-go`` command.
+pretrained policies, :mod:`hlo_go.pretrained`) and the ``hlo-go`` command.
 
 Subpackages: :mod:`hlo_go.hlo` (HLO text ⇄ IR, costs), :mod:`hlo_go.graph` (OpGraph and
 padded GraphsTuples), :mod:`hlo_go.xla` (XLA bridges: compile hooks, fusion and schedule
@@ -9,11 +9,14 @@ lowering, profiling).
 """
 
 from hlo_go.api import OptimizedFunction, Options, jit
+from hlo_go.errors import HloGoError, HloGoWarning
 from hlo_go.hlo import HloModule, HloParseError, load_hlo, parse_hlo
-from hlo_go.policies import load_policy
+from hlo_go.pretrained import load_policy
 
 __version__ = "0.1.0"
 __all__ = [
+    "HloGoError",
+    "HloGoWarning",
     "HloModule",
     "HloParseError",
     "OptimizedFunction",

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from hlo_go.policy import PolicyConfig
+from hlo_go.gonet import PolicyConfig
 from hlo_go.rl import PPOConfig, TrainConfig, data_parallel_pretrain, pretrain
 from hlo_go.rl.cli import load_graph
 from hlo_go.rl.distributed import gloo_available, params_checksum, resolve_workers

@@ -16,9 +16,9 @@ from hlo_go import policies
 from hlo_go.cli import main
 from hlo_go.evaluate import REFERENCE, evaluate, policy_label
 from hlo_go.examples import example_path
+from hlo_go.gonet import PolicyConfig
 from hlo_go.graph import build_graph
 from hlo_go.hlo import load_hlo
-from hlo_go.policy import PolicyConfig
 from hlo_go.rl import PPOConfig, TrainConfig, train_one
 from hlo_go.sim import get_cluster
 

@@ -240,7 +240,7 @@ def test_signature_keys_and_static_resolution():
 
 
 def test_shipped_policies_load_and_decide(tmp_path):
-    from hlo_go.policies import SHIPPED, load_policy, policy_path
+    from hlo_go.pretrained import SHIPPED, load_policy, policy_path
 
     for name in SHIPPED:
         checkpoint = load_policy(name)

@@ -1,4 +1,4 @@
-"""Tests of hlo_go.policy: the GO policy network (shapes, padding, jit, gradients, sampling)."""
+"""Tests of hlo_go.gonet: the GO policy network (shapes, padding, jit, gradients, sampling)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,7 @@ import pytest
 
 from hlo_go.decisions import Decisions
 from hlo_go.examples import example_path
-from hlo_go.graph import OpGraph, build_graph
-from hlo_go.hlo import load_hlo, parse_hlo
-from hlo_go.policy import (
+from hlo_go.gonet import (
     GOPolicy,
     PolicyConfig,
     PolicyInput,
@@ -27,6 +25,8 @@ from hlo_go.policy import (
     priorities_to_bins,
     rel_shift,
 )
+from hlo_go.graph import OpGraph, build_graph
+from hlo_go.hlo import load_hlo, parse_hlo
 
 # Small sizes: compiles stay around a second, and graphs of ~100 nodes span several
 # segments and scan steps, so memory and recurrence are exercised.

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from hlo_go.decisions import Decisions
+from hlo_go.gonet import TASKS, PolicyConfig
 from hlo_go.graph import build_graph
 from hlo_go.hlo import load_hlo
-from hlo_go.policy import TASKS, PolicyConfig
 from hlo_go.rl import (
     GraphEnv,
     PPOBatch,

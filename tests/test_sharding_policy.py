@@ -15,8 +15,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from hlo_go.gonet import MASKED_LOGIT, PolicyConfig
 from hlo_go.hlo import parse_hlo
-from hlo_go.policy import MASKED_LOGIT, PolicyConfig
 from hlo_go.sharding import Mesh, build_sharding, get, total_cost
 from hlo_go.sharding.policy import (
     MAX_STRATEGIES,

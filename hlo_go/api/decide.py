@@ -39,7 +39,7 @@ class Decided(NamedTuple):
 def is_policy(policy: str) -> bool:
     """Whether ``policy`` names a shipped policy or an existing checkpoint (else a
     baseline method or ``"searched"``)."""
-    from hlo_go.policies import policy_path, shipped_names
+    from hlo_go.pretrained import policy_path, shipped_names
 
     if policy in shipped_names():
         return True
@@ -64,7 +64,7 @@ def decide(program: Program, options: Options) -> Decided:
     cluster = get_cluster(options.cluster)
     graph = program.graph
     if is_policy(options.policy):
-        from hlo_go.policies import load_policy, policy_path
+        from hlo_go.pretrained import load_policy, policy_path
         from hlo_go.rl import policy_decisions
 
         decisions, _ = policy_decisions(

@@ -21,7 +21,7 @@ class Options:
     """How :func:`hlo_go.jit` decides, checks and keeps an optimized executable."""
 
     # Who decides: a shipped policy name ("host-cpu", "default", see
-    # hlo_go.policies.shipped_names), a policy checkpoint file or run directory, a
+    # hlo_go.pretrained.shipped_names), a policy checkpoint file or run directory, a
     # baseline method name of hlo_go.baselines (e.g. "xla-cpu-like",
     # "critical-path+priority-fusion"), or "searched" (simulated annealing over the
     # simulator).

@@ -30,6 +30,7 @@ from hlo_go.baselines import fusion as _fusion
 from hlo_go.baselines import placement as _placement
 from hlo_go.baselines import scheduling as _scheduling
 from hlo_go.decisions import Decisions
+from hlo_go.errors import HloGoError
 from hlo_go.graph import OpGraph
 from hlo_go.sim import Cluster
 
@@ -62,7 +63,7 @@ SEARCH: tuple[str, ...] = ("random-search", "simulated-annealing", "evolutionary
 _TABLES = {"placement": PLACEMENT, "scheduling": SCHEDULING, "fusion": FUSION}
 
 
-class UnknownMethodError(KeyError):
+class UnknownMethodError(KeyError, HloGoError):
     """A method name that names no baseline (the message lists the known names)."""
 
     def __str__(self) -> str:

@@ -72,7 +72,7 @@ DEFAULT_STARTS: tuple[str, ...] = (
 DEFAULT_BUDGET = 2000
 SEARCH_METHODS = ("random-search", "simulated-annealing", "evolutionary")
 SEARCH_TASKS: tuple[str, ...] = ("placement", "scheduling", "fusion")
-"""The tasks a search can decide (:mod:`hlo_go.policy`'s ``TASKS``, in that order)."""
+"""The tasks a search can decide (:mod:`hlo_go.gonet`'s ``TASKS``, in that order)."""
 
 
 class SearchSpace:

@@ -8,6 +8,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from hlo_go.errors import HloGoError
 from hlo_go.hlo import HloModule, parse_hlo
 
 # "unoptimized": `lowered.as_text(dialect="hlo")`; "prefusion": XLA's optimized module
@@ -15,7 +16,7 @@ from hlo_go.hlo import HloModule, parse_hlo
 STAGES = ("unoptimized", "prefusion")
 
 
-class UnknownGraphError(KeyError):
+class UnknownGraphError(KeyError, HloGoError):
     """No corpus graph has this name."""
 
     def __str__(self) -> str:

@@ -35,6 +35,7 @@ from __future__ import annotations
 import numpy as np
 
 from hlo_go.decisions.adjacency import graph_cached
+from hlo_go.errors import HloGoError
 from hlo_go.graph import FEATURE_NAMES, OPCODE_VOCAB, OpGraph, flatten_entry
 from hlo_go.graph.vocab import UNKNOWN_OPCODE
 from hlo_go.hlo import HloModule
@@ -79,7 +80,7 @@ _RANK = FEATURE_NAMES.index("rank")
 _LOG_ELEMENTS = FEATURE_NAMES.index("log_elements")
 
 
-class FusionGroupError(ValueError):
+class FusionGroupError(ValueError, HloGoError):
     """A grouping that breaks a fusion rule; the message names the group and the rule."""
 
 

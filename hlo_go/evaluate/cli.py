@@ -105,7 +105,7 @@ def resolve_policy(spec: str | None) -> tuple[Any, str]:
       ValueError: a file that is not an hlo-go checkpoint.
     """
     from hlo_go.evaluate.run import one_line
-    from hlo_go.policies import DEFAULT, SHIPPED, load_policy
+    from hlo_go.pretrained import DEFAULT, SHIPPED, load_policy
 
     if spec is not None and spec.lower() == "none":
         return None, "GO policy: not run (--policy none)"
@@ -119,7 +119,7 @@ def resolve_policy(spec: str | None) -> tuple[Any, str]:
         why = f"is unreadable: {one_line(error)}"
     return None, (
         f"GO policy: not run; the shipped default policy {DEFAULT!r} "
-        f"(hlo_go/policies/{SHIPPED[DEFAULT]}) {why}; give one with --policy"
+        f"(hlo_go/pretrained/{SHIPPED[DEFAULT]}) {why}; give one with --policy"
     )
 
 

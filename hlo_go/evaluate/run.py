@@ -575,7 +575,7 @@ def evaluate(
       baselines: baseline names (:func:`hlo_go.baselines.get`); None: the heuristics
         (:func:`hlo_go.rl.compare.heuristic_names`). :data:`REFERENCE` always runs.
       policy: a loaded :class:`~hlo_go.rl.Checkpoint`, a policy name or checkpoint path
-        (:func:`hlo_go.policies.load_policy`), or None for no policy.
+        (:func:`hlo_go.pretrained.load_policy`), or None for no policy.
       samples: zero-shot: also draw this many samples and keep the best.
       finetune_steps: 1..50 to fine-tune the policy on each input instead of zero-shot.
       measure: also lower each method's decisions into XLA:CPU and measure them
@@ -603,7 +603,7 @@ def evaluate(
     target = load_cluster(cluster) if isinstance(cluster, str) else cluster
     methods = method_names(baselines)
     if isinstance(policy, str | Path):
-        from hlo_go.policies import load_policy
+        from hlo_go.pretrained import load_policy
 
         policy = load_policy(policy)
     if not 0 <= finetune_steps <= MAX_FINETUNE_STEPS:

@@ -28,6 +28,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from hlo_go.errors import HloGoError
 from hlo_go.hlo.ir import (
     EMPTY,
     FrozenDict,
@@ -43,7 +44,7 @@ from hlo_go.hlo.opcodes import COMPUTATION_ATTRIBUTES, OPCODE_ARITY
 from hlo_go.hlo.shape import ARRAY_DTYPES, SPECIAL_DTYPES, Shape, ShapeSyntaxError, parse_shape_at
 
 
-class HloParseError(ValueError):
+class HloParseError(ValueError, HloGoError):
     """Malformed HLO text.
 
     Attributes:

@@ -17,6 +17,8 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from hlo_go.errors import HloGoError
+
 # Element type -> size in bits. Sub-byte types are stored one element per byte
 # unless a layout says otherwise (``E(n)``), matching XLA's ``ByteSizeOf``.
 DTYPE_BITS: dict[str, int] = {
@@ -204,7 +206,7 @@ def tuple_shape(shapes: tuple[Shape, ...] | list[Shape]) -> Shape:
     return Shape("tuple", tuple_shapes=tuple(shapes))
 
 
-class ShapeSyntaxError(ValueError):
+class ShapeSyntaxError(ValueError, HloGoError):
     """Malformed shape text; ``offset`` is where in the shape text it went wrong."""
 
     def __init__(self, message: str, offset: int) -> None:

@@ -33,10 +33,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 
+from hlo_go.errors import HloGoError
 from hlo_go.xla.passes import PipelinePass, discover_pipeline
 
 
-class UnknownPassError(ValueError):
+class UnknownPassError(ValueError, HloGoError):
     """An action or pass name that is not in the catalog, or not in this jaxlib's pipeline."""
 
 

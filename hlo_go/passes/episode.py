@@ -8,11 +8,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from hlo_go.errors import HloGoError
 from hlo_go.hlo import HloModule
 from hlo_go.passes.env import DEFAULT_CONFIG, PassEnvConfig, PassState, reset, step
 
 
-class ReplayError(RuntimeError):
+class ReplayError(RuntimeError, HloGoError):
     """A replay started from a different module or ended somewhere else."""
 
 

@@ -1,87 +1,12 @@
-"""The GO policy network (Flax + jraph): decisions for every node of an OpGraph.
+"""Deprecated alias of :mod:`hlo_go.gonet` (renamed in 0.2.0; removed in 0.3.0)."""
 
-Public names::
+import warnings
 
-    GOPolicy(config)             .init / .sample / .greedy / .log_prob / .evaluate / .value
-    PolicyConfig, TASKS          sizes and ablation switches
-    PolicyInput, prepare_input   an OpGraph padded to its bucket, in topological order
-    policy_bucket                the bucket (padded sizes) a graph runs at
-    PolicyEvaluation, param_count
-    GONetwork, NetworkOutput     the Flax module behind GOPolicy
-    SageEncoder, SageLayer       GraphSAGE (mean + max-pool aggregators) over jraph
-    SegmentRecurrentStack        Transformer-XL attention scanned over segments
-    RelativeAttentionLayer, FeedForwardStack, relative_encoding, rel_shift
-    GraphContext, FiLMGenerator  graph embedding and feature modulation
-    ActionHead, ValueHead        output heads
-    choose, choose_colocated     masked categoricals (sample / mode / score)
-    inverse_cdf_sample           one uniform per row -> one categorical draw
-    bin_values, priorities_to_bins, MASKED_LOGIT
+from hlo_go.gonet import *  # noqa: F403
+from hlo_go.gonet import __all__  # noqa: F401
 
-Module by concept: :mod:`~hlo_go.policy.config`, :mod:`~hlo_go.policy.inputs`
-(padding and topological relabeling), :mod:`~hlo_go.policy.sage` (GraphSAGE),
-:mod:`~hlo_go.policy.attention` (segment-recurrent attention),
-:mod:`~hlo_go.policy.modulation` (FiLM), :mod:`~hlo_go.policy.heads`,
-:mod:`~hlo_go.policy.actions` (distributions, colocation, bins),
-:mod:`~hlo_go.policy.network` (the model, as equations), :mod:`~hlo_go.policy.policy`
-(the jitted interface).
-"""
-
-from hlo_go.policy.actions import (
-    MASKED_LOGIT,
-    Choice,
-    bin_values,
-    choose,
-    choose_colocated,
-    inverse_cdf_sample,
-    priorities_to_bins,
+warnings.warn(
+    "hlo_go.policy was renamed hlo_go.gonet; the alias goes in 0.3.0",
+    DeprecationWarning,
+    stacklevel=2,
 )
-from hlo_go.policy.attention import (
-    FeedForward,
-    FeedForwardStack,
-    RelativeAttentionLayer,
-    SegmentRecurrentStack,
-    film,
-    rel_shift,
-    relative_encoding,
-)
-from hlo_go.policy.config import TASKS, PolicyConfig
-from hlo_go.policy.heads import ActionHead, ValueHead
-from hlo_go.policy.inputs import PolicyInput, policy_bucket, prepare_input
-from hlo_go.policy.modulation import FiLMGenerator, GraphContext
-from hlo_go.policy.network import GONetwork, NetworkOutput
-from hlo_go.policy.policy import GOPolicy, Params, PolicyEvaluation, param_count
-from hlo_go.policy.sage import SageEncoder, SageLayer
-
-__all__ = [
-    "MASKED_LOGIT",
-    "TASKS",
-    "ActionHead",
-    "Choice",
-    "FeedForward",
-    "FeedForwardStack",
-    "FiLMGenerator",
-    "GONetwork",
-    "GOPolicy",
-    "GraphContext",
-    "NetworkOutput",
-    "Params",
-    "PolicyConfig",
-    "PolicyEvaluation",
-    "PolicyInput",
-    "RelativeAttentionLayer",
-    "SageEncoder",
-    "SageLayer",
-    "SegmentRecurrentStack",
-    "ValueHead",
-    "bin_values",
-    "choose",
-    "choose_colocated",
-    "film",
-    "inverse_cdf_sample",
-    "param_count",
-    "policy_bucket",
-    "prepare_input",
-    "priorities_to_bins",
-    "rel_shift",
-    "relative_encoding",
-]

@@ -2,15 +2,15 @@
 
 One jitted function samples ``K`` decision sets at once and one jitted function takes a
 PPO gradient step on a minibatch of them. Both split the network in two
-(:meth:`hlo_go.policy.GONetwork.shared`, :meth:`~hlo_go.policy.GONetwork.decide`): the
+(:meth:`hlo_go.gonet.GONetwork.shared`, :meth:`~hlo_go.gonet.GONetwork.decide`): the
 part no action depends on (GraphSAGE encoder, value, modulation, the first task's
 attention stack and logits) runs once per graph, and the rest runs once per decision
 set in a ``lax.map`` — on this CPU, serial sets beat ``vmap`` (its batched attention
 contractions are slower than ``K`` plain ones) and the attention scan is rematerialized
-in the backward pass (:class:`hlo_go.policy.SegmentRecurrentStack`); together they took
+in the backward pass (:class:`hlo_go.gonet.SegmentRecurrentStack`); together they took
 a 16-sample iteration on an 11,047-node graph from 7.2 s to 4.1 s
 (``python -m benchmarks rl``, ``iteration_10k_s``). Both compile once per graph
-bucket (:func:`hlo_go.policy.policy_bucket`). :meth:`GOAgent.grads` and
+bucket (:func:`hlo_go.gonet.policy_bucket`). :meth:`GOAgent.grads` and
 :meth:`GOAgent.apply_grads` split the update step in two, for data-parallel training
 (:mod:`hlo_go.rl.distributed`), which averages the gradients in between.
 
@@ -36,9 +36,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from hlo_go.policy import TASKS, GONetwork, GOPolicy
-from hlo_go.policy.actions import group_leaders
-from hlo_go.policy.network import NetworkOutput, SharedPass
+from hlo_go.gonet import TASKS, GONetwork, GOPolicy
+from hlo_go.gonet.actions import group_leaders
+from hlo_go.gonet.network import NetworkOutput, SharedPass
 from hlo_go.rl.env import GraphEnv, check_tasks
 from hlo_go.rl.ppo import LossInfo, PPOBatch, PPOConfig, ppo_apply, ppo_grads, ppo_update_step
 
@@ -46,12 +46,12 @@ Params = Any
 
 
 class GOAgent:
-    """Batched sampling and PPO updates of a :class:`~hlo_go.policy.GOPolicy`.
+    """Batched sampling and PPO updates of a :class:`~hlo_go.gonet.GOPolicy`.
 
     Args:
       policy: the policy.
       max_devices: ``D_max`` of its parameters.
-      tasks: the tasks learned (a subset of :data:`hlo_go.policy.TASKS`).
+      tasks: the tasks learned (a subset of :data:`hlo_go.gonet.TASKS`).
       ppo: loss coefficients.
       optimizer: the Optax optimizer the update steps apply.
     """

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from hlo_go.policy import TASKS, PolicyConfig
+from hlo_go.gonet import TASKS, PolicyConfig
 from hlo_go.rl.ppo import PPOConfig
 from hlo_go.rl.reward import RewardConfig
 

@@ -51,7 +51,7 @@ import numpy as np
 import optax
 from tqdm.auto import tqdm
 
-from hlo_go.policy import prepare_input
+from hlo_go.gonet import prepare_input
 from hlo_go.rl.checkpoint import save_checkpoint
 from hlo_go.rl.config import TrainConfig
 from hlo_go.rl.env import GraphEnv, Scores

@@ -15,9 +15,9 @@ from typing import NamedTuple
 import numpy as np
 
 from hlo_go.decisions import Decisions
+from hlo_go.gonet import TASKS, PolicyConfig, PolicyInput, bin_values, prepare_input
+from hlo_go.gonet.actions import priorities_to_bins
 from hlo_go.graph import OpGraph
-from hlo_go.policy import TASKS, PolicyConfig, PolicyInput, bin_values, prepare_input
-from hlo_go.policy.actions import priorities_to_bins
 from hlo_go.rl.prior import with_prior_input
 from hlo_go.rl.reward import RewardConfig, rewards
 from hlo_go.sim import Cluster, simulate, simulate_batch

@@ -4,7 +4,7 @@ With :attr:`hlo_go.rl.TrainConfig.prior_method` set, every graph the trainers se
 that baseline's decisions (``"best"``: the fastest of the standard heuristics on the
 graph's cluster, :func:`hlo_go.rl.compare.heuristic_names`), and the policy's logits get
 ``prior_bias`` added on each node's prior action — its device, schedule bin and fusion
-bin (:func:`hlo_go.policy.network.with_prior`). Fresh parameters then decide (greedily)
+bin (:func:`hlo_go.gonet.network.with_prior`). Fresh parameters then decide (greedily)
 what the heuristic decides, samples explore around it, and PPO learns where to depart
 from it. The prior is part of the input, not of the parameters, so a pre-trained policy
 gets the unseen graph's own heuristic prior zero-shot.
@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from hlo_go.decisions import Decisions
+from hlo_go.gonet import PolicyInput, priorities_to_bins
 from hlo_go.graph import OpGraph
-from hlo_go.policy import PolicyInput, priorities_to_bins
 from hlo_go.sim import Cluster
 
 BEST = "best"
@@ -75,7 +75,7 @@ def _unit_scale(priority: np.ndarray) -> np.ndarray:
 def prior_nodes(
     inputs: PolicyInput, decisions: Decisions, *, bins: int, weight: float
 ) -> dict[str, np.ndarray]:
-    """The node fields :func:`~hlo_go.policy.network.with_prior` reads, per position.
+    """The node fields :func:`~hlo_go.gonet.network.with_prior` reads, per position.
 
     Args:
       inputs: the graph's policy input.

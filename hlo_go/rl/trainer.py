@@ -37,8 +37,8 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from hlo_go.decisions import Decisions
+from hlo_go.gonet import GOPolicy, PolicyConfig
 from hlo_go.graph import OpGraph
-from hlo_go.policy import GOPolicy, PolicyConfig
 from hlo_go.rl.agent import GOAgent
 from hlo_go.rl.checkpoint import (
     Checkpoint,

@@ -1,6 +1,6 @@
 """The learned sharding policy: the GO network with a pointer head over sharding strategies.
 
-**Design choice.** Sharding is *not* added to :data:`hlo_go.policy.TASKS`. The three GO
+**Design choice.** Sharding is *not* added to :data:`hlo_go.gonet.TASKS`. The three GO
 tasks share one action format (a fixed-width categorical per node, embedded and fed to
 the next task), one decision type (:class:`~hlo_go.decisions.Decisions`: placement,
 schedule and fusion priorities) and one environment (:mod:`hlo_go.rl.env`, scored by
@@ -11,21 +11,21 @@ meaning changes from node to node, it needs per-strategy inputs, and it is score
 Widening TASKS would have changed every one of those interfaces, so this module is
 self-contained and *reuses the GO modules by import*:
 
-* encoder: :class:`~hlo_go.policy.SageEncoder` (GraphSAGE) over the OpGraph's features
+* encoder: :class:`~hlo_go.gonet.SageEncoder` (GraphSAGE) over the OpGraph's features
   plus a few per-node strategy summaries;
-* graph embedding :class:`~hlo_go.policy.GraphContext` (cluster size = mesh size) and
-  :class:`~hlo_go.policy.ValueHead`;
-* one :class:`~hlo_go.policy.FiLMGenerator` row modulating the
-  :class:`~hlo_go.policy.SegmentRecurrentStack` (Transformer-XL over the topological
+* graph embedding :class:`~hlo_go.gonet.GraphContext` (cluster size = mesh size) and
+  :class:`~hlo_go.gonet.ValueHead`;
+* one :class:`~hlo_go.gonet.FiLMGenerator` row modulating the
+  :class:`~hlo_go.gonet.SegmentRecurrentStack` (Transformer-XL over the topological
   order), as for one GO task;
 * a **pointer head**: strategy ``k`` of node ``v`` is described by features
   ``s_{v,k}`` (:func:`strategy_features`) and scored by a small MLP of the node's
   embedding and the strategy's, ``ℓ_{v,k} = w^⊤ relu(W_h relu(W_z LN(z_v) + W_s s_{v,k}))
   + b + ρ · prior_{v,k}``, so the same weights score strategies of any graph (a fixed
   32-way linear head would not: slot ``k`` means different things on different nodes);
-  ``ℓ_{v,k}`` is masked to :data:`~hlo_go.policy.MASKED_LOGIT` for ``k ≥ K_v`` and for
+  ``ℓ_{v,k}`` is masked to :data:`~hlo_go.gonet.MASKED_LOGIT` for ``k ≥ K_v`` and for
   forbidden (infinite-cost) strategies, and actions go through
-  :func:`hlo_go.policy.choose` (masked categorical, inverse-CDF sampling);
+  :func:`hlo_go.gonet.choose` (masked categorical, inverse-CDF sampling);
 * PPO from :mod:`hlo_go.rl.ppo` (clipped surrogate, value loss, entropy bonus (off by
   default), Optax Adam with gradient clipping: :func:`~hlo_go.rl.ppo.ppo_update_step`,
   and :func:`~hlo_go.rl.ppo.minibatch_epochs` for global credit).
@@ -98,7 +98,7 @@ import optax
 from flax import serialization
 from tqdm.auto import tqdm
 
-from hlo_go.policy import (
+from hlo_go.gonet import (
     MASKED_LOGIT,
     FeedForwardStack,
     FiLMGenerator,
@@ -562,7 +562,7 @@ class ShardingInput(NamedTuple):
     """One sharding graph, padded to its bucket and relabeled into topological positions.
 
     Attributes:
-      graphs: the ``jraph.GraphsTuple`` of :func:`hlo_go.policy.prepare_input` with node
+      graphs: the ``jraph.GraphsTuple`` of :func:`hlo_go.gonet.prepare_input` with node
         features widened by :data:`NODE_FEATURE_NAMES` and extra node arrays
         ``strategy`` (``float32[P, K, F_s]``), ``valid`` (``bool[P, K]``) and ``prior``
         (``float32[P, K]``). The only part that goes to the device.
@@ -673,7 +673,7 @@ class ShardingNetwork(nn.Module):
 
         Returns:
           ``(logits, value)``: ``float32[P, K]`` with invalid strategies at
-          :data:`~hlo_go.policy.MASKED_LOGIT`, and ``float32[]``.
+          :data:`~hlo_go.gonet.MASKED_LOGIT`, and ``float32[]``.
         """
         cfg = self.config.network
         d = cfg.hidden_size
@@ -706,7 +706,7 @@ class ShardingNetwork(nn.Module):
 class ShardingPolicy:
     """The sharding network behind jitted sample / greedy / log-prob / value functions.
 
-    Each jitted function compiles once per bucket (:func:`hlo_go.policy.policy_bucket`)
+    Each jitted function compiles once per bucket (:func:`hlo_go.gonet.policy_bucket`)
     and per sample count; :attr:`trace_counts` counts the traces. PPO updates are
     :class:`ShardingLearner`'s.
 
@@ -1498,7 +1498,7 @@ def shipped_policy() -> tuple[Params, ShardingPolicyConfig]:
     """
     if _SHIPPED_CACHE:
         return _SHIPPED_CACHE[0]
-    from hlo_go.policies import sharding_policy_path
+    from hlo_go.pretrained import sharding_policy_path
 
     loaded = load_policy(sharding_policy_path())
     _SHIPPED_CACHE.append(loaded)

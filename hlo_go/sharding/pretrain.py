@@ -15,7 +15,7 @@ and PPO may then train it on the simulator's cost
 :func:`hlo_go.sharding.policy.save_policy`; the report gives each training graph's
 teacher, prior and trained-decode costs.
 
-The shipped policy (``hlo_go/policies/sharding.msgpack``) was trained on this host in two
+The shipped policy (``hlo_go/pretrained/sharding.msgpack``) was trained on this host in two
 runs, the second continuing the first (``--init``)::
 
     python -m hlo_go.sharding.pretrain gpt2_l4 bert_l4 transformer_xl_l4 resnet_50 \\
@@ -26,7 +26,7 @@ runs, the second continuing the first (``--init``)::
         wavenet_s2 inception_v3_small rnnlm_l2_scan --teacher-time-limit 300 \\
         --teachers benchmarks/.cache/sharding_teachers_300s.npz --init stage1.msgpack \\
         --imitation-steps 1400 --learning-rate 1e-3 \\
-        --out hlo_go/policies/sharding.msgpack --report benchmarks/results/sharding_pretrain.json
+        --out hlo_go/pretrained/sharding.msgpack --report benchmarks/results/sharding_pretrain.json
 
 None of those graphs is one the ``shard`` benchmark evaluates on (``mlp``, ``gpt2_l2``,
 ``bert_l2``, ``transformer_xl_l2``, ``resnet_26``, ``gpt2_l8``). The teachers are CP-SAT

@@ -40,6 +40,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from hlo_go.errors import HloGoError
 from hlo_go.sharding.problem import ShardingProblem, live_set_layout
 
 # Matrices within this relative tolerance of separable are folded.
@@ -48,7 +49,7 @@ _SEPARABLE_RTOL = 1e-12
 _BOUND_RTOL = 1e-9
 
 
-class InfeasibleProblem(ValueError):
+class InfeasibleProblem(ValueError, HloGoError):
     """No choice satisfies the problem: a node without usable strategy, or a live set
     that exceeds the memory budget even with every member's smallest memory."""
 

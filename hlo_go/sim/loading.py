@@ -39,6 +39,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from hlo_go.errors import HloGoError
 from hlo_go.sim.cluster import Cluster, Device, Link
 
 _DEVICE_KEYS = {
@@ -56,7 +57,7 @@ _DEVICE_KEYS = {
 _LINK_KEYS = {"src", "dst", "bandwidth", "latency", "channel", "both_ways"}
 
 
-class ClusterFileError(ValueError):
+class ClusterFileError(ValueError, HloGoError):
     """A cluster file that cannot be read; the message names the file and the entry."""
 
 

@@ -24,6 +24,7 @@ import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from hlo_go.decisions.legality import MAX_REGENERATED_CHAIN
+from hlo_go.errors import HloGoError
 from hlo_go.hlo import (
     FrozenDict,
     HloComputation,
@@ -44,7 +45,7 @@ from hlo_go.hlo.opcodes import (
 REGENERATION_PASSES = 4
 
 
-class FusionError(ValueError):
+class FusionError(ValueError, HloGoError):
     """A fusion group that cannot be applied; the message names the group and why."""
 
 

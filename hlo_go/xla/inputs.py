@@ -9,6 +9,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from hlo_go.errors import HloGoWarning
 from hlo_go.hlo import HloModule, Shape
 from hlo_go.xla.index_bounds import index_bounds
 
@@ -23,7 +24,7 @@ NUMPY_DTYPES: dict[str, np.dtype] = {
 }  # fmt: skip
 
 
-class ElidedConstantsWarning(UserWarning):
+class ElidedConstantsWarning(HloGoWarning):
     """HLO text whose large constants were printed as ``{...}``: XLA's parser fills them
     with placeholder values, so the module does not compute what the original model did."""
 

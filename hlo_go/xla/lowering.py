@@ -46,6 +46,7 @@ from hlo_go.decisions import (
     fusion_group_names,
     large_matrix_nodes,
 )
+from hlo_go.errors import HloGoError
 from hlo_go.graph import OpGraph, build_graph
 from hlo_go.hlo import HloModule, load_hlo, parse_hlo
 from hlo_go.xla._jaxlib import compile_hlo_text, executable_hlo_text, lowered_kept_arguments
@@ -87,7 +88,7 @@ FusionSpec = str | Decisions | HloModule | Sequence[Sequence[str]] | None
 ScheduleSpec = str | Decisions | Mapping[str, float] | None
 
 
-class LoweringError(ValueError):
+class LoweringError(ValueError, HloGoError):
     """Decisions that cannot be lowered: an unknown method, decisions for another graph, a
     source that cannot be compiled; the message names what and where."""
 

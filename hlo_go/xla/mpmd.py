@@ -48,6 +48,7 @@ from typing import NamedTuple, Union
 
 import numpy as np
 
+from hlo_go.errors import HloGoError
 from hlo_go.graph import OpGraph, flatten_entry
 from hlo_go.graph.flatten import FlatEntry
 from hlo_go.hlo import HloModule, Shape
@@ -89,7 +90,7 @@ PARAMETER, CLONED, VIEW, COMPUTE = 0, 1, 2, 3
 KIND_NAMES = ("parameter", "cloned constant", "view", "compute")
 
 
-class PlacementError(ValueError):
+class PlacementError(ValueError, HloGoError):
     """Decisions that the MPMD runtime cannot run; the message names the node and why."""
 
 

@@ -41,6 +41,7 @@ from typing import Any
 from jaxlib import _hlo as _xla_hlo
 from jaxlib import _jax as _xla_jax
 
+from hlo_go.errors import HloGoError
 from hlo_go.xla._jaxlib import compile_hlo_text
 from hlo_go.xla.hooks import hlo_hook
 
@@ -51,11 +52,11 @@ HOOK_PASS = "apply-xla-transforms"
 _BASE_OPTIONS: dict[str, Any] = {"xla_cpu_experimental_ynn_fusion_type": ""}
 
 
-class PassNotRunError(RuntimeError):
+class PassNotRunError(RuntimeError, HloGoError):
     """XLA accepted a pass name but never ran the pass (the name is not in its pipeline)."""
 
 
-class PassFailedError(RuntimeError):
+class PassFailedError(RuntimeError, HloGoError):
     """XLA raised an error while running the requested passes (message is XLA's)."""
 
 

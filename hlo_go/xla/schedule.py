@@ -15,10 +15,11 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from hlo_go.errors import HloGoError
 from hlo_go.hlo import FrozenDict, HloComputation, HloModule, parse_hlo
 
 
-class ScheduleError(ValueError):
+class ScheduleError(ValueError, HloGoError):
     """An order that is not a permutation of the computation or breaks a dependency."""
 
 

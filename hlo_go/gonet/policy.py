@@ -3,13 +3,13 @@
 ``params = policy.init(key, graph, num_devices=D_max)`` builds parameters for
 clusters of up to ``D_max`` devices: the placement head has ``D_max`` outputs
 and a call with ``num_devices=D ≤ D_max`` masks devices ``D .. D_max - 1`` out
-(and tells the graph embedding ``D``, see :mod:`hlo_go.policy.modulation`); a
+(and tells the graph embedding ``D``, see :mod:`hlo_go.gonet.modulation`); a
 cluster with more devices needs parameters built for it. ``D`` is a traced
 argument, so changing it never recompiles.
 
 Each method takes an :class:`~hlo_go.graph.OpGraph` (or a :class:`PolicyInput`
 already made by :meth:`GOPolicy.prepare`, to skip the host-side padding), pads it
-to its bucket (:func:`hlo_go.policy.policy_bucket`) and calls a jitted function,
+to its bucket (:func:`hlo_go.gonet.policy_bucket`) and calls a jitted function,
 so a method compiles once per bucket: graphs of 60,000 and 70,000 nodes share one
 program. :attr:`GOPolicy.trace_counts` counts the traces, per method.
 """
@@ -24,11 +24,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from hlo_go.decisions import Decisions
+from hlo_go.gonet.actions import bin_values, priorities_to_bins
+from hlo_go.gonet.config import PolicyConfig
+from hlo_go.gonet.inputs import PolicyInput, prepare_input
+from hlo_go.gonet.network import GONetwork
 from hlo_go.graph import OpGraph
-from hlo_go.policy.actions import bin_values, priorities_to_bins
-from hlo_go.policy.config import PolicyConfig
-from hlo_go.policy.inputs import PolicyInput, prepare_input
-from hlo_go.policy.network import GONetwork
 
 Params = Any
 """A Flax variable dict: ``{"params": ...}``."""

@@ -7,7 +7,7 @@ with stopped gradient), so cost and memory grow linearly with the node count.
 With ``x_i`` the layer input of query node ``i`` and ``\\tilde x_j`` that of key node
 ``j`` (memory, then the segment; ``K = M + L`` keys), heads ``n = 1..h`` of width
 ``e = d / h``, and ``(γ, β)`` the layer's FiLM modulation
-(:mod:`hlo_go.policy.modulation`):
+(:mod:`hlo_go.gonet.modulation`):
 
 .. math::
 
@@ -49,7 +49,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from hlo_go.policy.config import PolicyConfig
+from hlo_go.gonet.config import PolicyConfig
 
 _NEG = -1e9  # added to masked scores: finite, so fully masked (padding) rows stay finite
 

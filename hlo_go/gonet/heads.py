@@ -1,7 +1,7 @@
 """Output heads: per-node action logits and the graph's value.
 
 For a task's final embeddings ``z_v`` and the graph embedding ``c``
-(:mod:`hlo_go.policy.modulation`):
+(:mod:`hlo_go.gonet.modulation`):
 
 .. math::
 

@@ -2,7 +2,7 @@
 
 ::
 
-    python -m hlo_go.policies.ship RUN_DIR NAME      # writes hlo_go/policies/<file of NAME>
+    python -m hlo_go.pretrained.ship RUN_DIR NAME      # writes hlo_go/pretrained/<file of NAME>
 
 The shipped policies were trained on this host (2 cores) with::
 
@@ -13,8 +13,8 @@ The shipped policies were trained on this host (2 cores) with::
         --switch-every 40 --graphs-per-batch 4 --config ship_cpu.json --out runs/host_cpu
     hlo-go train $G --cluster v100x4 --steps 60 \\
         --switch-every 40 --graphs-per-batch 4 --config ship.json --out runs/v100x4
-    python -m hlo_go.policies.ship runs/host_cpu host-cpu
-    python -m hlo_go.policies.ship runs/v100x4 v100x4
+    python -m hlo_go.pretrained.ship runs/host_cpu host-cpu
+    python -m hlo_go.pretrained.ship runs/v100x4 v100x4
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from hlo_go.policies import SHIPPED
+from hlo_go.pretrained import SHIPPED
 from hlo_go.rl.checkpoint import load_checkpoint, save_checkpoint
 
 
@@ -33,7 +33,7 @@ def ship(run: str | Path, name: str, *, out_dir: str | Path | None = None) -> Pa
 
     Args:
       run: a checkpoint file or run directory.
-      name: a key of :data:`hlo_go.policies.SHIPPED`.
+      name: a key of :data:`hlo_go.pretrained.SHIPPED`.
       out_dir: where to write (default: the package's ``policies`` directory).
 
     Returns:
@@ -60,7 +60,7 @@ def ship(run: str | Path, name: str, *, out_dir: str | Path | None = None) -> Pa
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hlo_go.policies.ship")
+    parser = argparse.ArgumentParser(prog="python -m hlo_go.pretrained.ship")
     parser.add_argument("run", help="checkpoint file or run directory")
     parser.add_argument("name", choices=sorted(SHIPPED))
     args = parser.parse_args(argv)

@@ -21,8 +21,8 @@ from typing import NamedTuple
 import jraph
 import numpy as np
 
+from hlo_go.gonet.config import PolicyConfig
 from hlo_go.graph import Bucket, OpGraph, next_power_of_two, to_graphs_tuple
-from hlo_go.policy.config import PolicyConfig
 
 
 def _round_up(count: int, per_octave: int, floor: int) -> int:

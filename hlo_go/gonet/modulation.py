@@ -18,7 +18,7 @@ feed-forward) of each layer ``l`` of each task ``t``:
         W^{t,l}_γ \\, \\mathrm{relu}(W_f c + b_f) + b^{t,l}_γ
 
 applied as ``u ⊙ (1 + γ) + β`` to the sublayer's normalized input
-(:func:`hlo_go.policy.attention.film`). ``W_γ`` and ``b_γ`` start at zero, so an untrained
+(:func:`hlo_go.gonet.attention.film`). ``W_γ`` and ``b_γ`` start at zero, so an untrained
 network is unmodulated. The task layers share their weights (the multi-task
 stack); the per-task FiLM is what lets the same weights behave differently per
 task and per graph family ("parameter superposition") at the cost of one small

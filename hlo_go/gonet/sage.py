@@ -36,8 +36,8 @@ import flax.linen as nn
 import jax.numpy as jnp
 import jraph
 
+from hlo_go.gonet.config import PolicyConfig
 from hlo_go.graph import NUM_OPCODES
-from hlo_go.policy.config import PolicyConfig
 
 
 class SageLayer(nn.Module):
@@ -103,7 +103,7 @@ class SageEncoder(nn.Module):
         """Embeds every node.
 
         Args:
-          graphs: the policy input (:class:`hlo_go.policy.PolicyInput` ``.graphs``):
+          graphs: the policy input (:class:`hlo_go.gonet.PolicyInput` ``.graphs``):
           edges sorted by receiver, ``edges["sender_order"]`` sorting them by sender.
 
         Returns:

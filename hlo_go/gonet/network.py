@@ -20,10 +20,10 @@ default placement → scheduling → fusion):
 
 ``E_t`` embeds task ``t``'s actions (device ids, or priority bins), ``τ_t`` is a
 learned task embedding, and ``XL`` is the segment-recurrent Transformer-XL stack
-of :mod:`hlo_go.policy.attention`, one set of weights for every task. Placement
-is sampled once per colocation group (:mod:`hlo_go.policy.actions`).
+of :mod:`hlo_go.gonet.attention`, one set of weights for every task. Placement
+is sampled once per colocation group (:mod:`hlo_go.gonet.actions`).
 
-Ablations (:class:`~hlo_go.policy.PolicyConfig`): ``attention=False`` replaces
+Ablations (:class:`~hlo_go.gonet.PolicyConfig`): ``attention=False`` replaces
 ``XL`` by position-wise feed-forward blocks; ``modulation=False`` fixes
 ``γ = β = 0``; ``task_recurrence=False`` gives every task ``x^t = h``;
 ``gnn_layers`` sets the GraphSAGE depth.
@@ -38,12 +38,12 @@ import jax
 import jax.numpy as jnp
 import jraph
 
-from hlo_go.policy.actions import Choice, choose, choose_colocated
-from hlo_go.policy.attention import FeedForwardStack, SegmentRecurrentStack
-from hlo_go.policy.config import PolicyConfig
-from hlo_go.policy.heads import ActionHead, ValueHead
-from hlo_go.policy.modulation import FiLMGenerator, GraphContext
-from hlo_go.policy.sage import SageEncoder
+from hlo_go.gonet.actions import Choice, choose, choose_colocated
+from hlo_go.gonet.attention import FeedForwardStack, SegmentRecurrentStack
+from hlo_go.gonet.config import PolicyConfig
+from hlo_go.gonet.heads import ActionHead, ValueHead
+from hlo_go.gonet.modulation import FiLMGenerator, GraphContext
+from hlo_go.gonet.sage import SageEncoder
 
 
 class NetworkOutput(NamedTuple):
@@ -185,7 +185,7 @@ class GONetwork(nn.Module):
 
         Args:
           shared: ``shared(graphs, num_devices)``.
-          graphs: the policy input (:class:`hlo_go.policy.PolicyInput` ``.graphs``).
+          graphs: the policy input (:class:`hlo_go.gonet.PolicyInput` ``.graphs``).
           num_devices: ``int32[]``, ``D`` (1 .. ``max_devices``).
           key: sample the actions with this PRNG key.
           actions: score these actions (task name -> ``int32[N]``) instead. With

@@ -10,7 +10,7 @@ TASKS: tuple[str, ...] = ("placement", "scheduling", "fusion")
 
 @dataclasses.dataclass(frozen=True)
 class PolicyConfig:
-    """Sizes and switches of :class:`hlo_go.policy.GOPolicy`.
+    """Sizes and switches of :class:`hlo_go.gonet.GOPolicy`.
 
     The defaults are the full model of the GO paper at a size that runs forward +
     sample on an 80,000-node graph in about a second on two CPU cores. Ablations
