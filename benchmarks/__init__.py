@@ -51,10 +51,10 @@ def one_device_peak_bytes(name: str) -> int:
     import numpy as np
 
     from hlo_go import corpus
+    from hlo_go.calibration.runtime import mpmd_host_cluster
     from hlo_go.decisions import Decisions
     from hlo_go.graph import build_graph
     from hlo_go.sim import simulate
-    from hlo_go.xla.runtime_calibration import mpmd_host_cluster
 
     graph = build_graph(corpus.load(name, "prefusion"))
     zeros = np.zeros(graph.num_nodes, np.float32)

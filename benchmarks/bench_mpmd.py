@@ -20,7 +20,7 @@ in the order of :func:`_graph_names`:
   Step time is the median of two runs after the checked one (not interleaved: these
   rows are about correctness and prediction, and the 8 virtual devices share this
   host's 1-2 cores, so no parallel speedup is expected).
-* predicted step time: :func:`hlo_go.xla.runtime_calibration.predict_placed` — the
+* predicted step time: :func:`hlo_go.calibration.runtime.predict_placed` — the
   simulator on ``host-cpu-N-mpmd`` (``host-cpu-N`` with links calibrated for this
   runtime's ``jax.device_put``) with XLA:CPU-like fusion inside segments, plus the
   measured dispatch cost per segment. The runtime overheads are measured first
@@ -170,7 +170,7 @@ class _Partial:
 
 def _calibration(partial: _Partial, devices: Any, quick: bool) -> Any:
     """The runtime calibration: the resumed run's, or measured now."""
-    from hlo_go.xla.runtime_calibration import RuntimeCalibration, calibrate_runtime
+    from hlo_go.calibration.runtime import RuntimeCalibration, calibrate_runtime
 
     if partial.calibration is not None:
         return RuntimeCalibration(**partial.calibration)
@@ -191,7 +191,7 @@ def _placement(kind: str, graph: Any, cluster: Any) -> Any:
 
 
 def _predict(graph: Any, decisions: Any, segments: int, calibration: Any) -> float | None:
-    from hlo_go.xla.runtime_calibration import mpmd_host_cluster, predict_placed
+    from hlo_go.calibration.runtime import mpmd_host_cluster, predict_placed
 
     cluster = mpmd_host_cluster(int(decisions.placement.max()) + 1, calibration)
     try:
@@ -329,8 +329,8 @@ def _placed_row(
     import jax
     import numpy as np
 
+    from hlo_go.calibration.runtime import mpmd_host_cluster
     from hlo_go.xla import check_placed_outputs, compile_placed, outputs_match, partition
-    from hlo_go.xla.runtime_calibration import mpmd_host_cluster
 
     row: dict[str, Any] = {"graph": g.name, "nodes": g.nodes, "devices": d, "placement": kind}
     decisions = g.decisions(_placement(kind, g.graph, mpmd_host_cluster(d, calibration)))
@@ -496,7 +496,7 @@ def measure(quick: bool) -> dict[str, Any]:
     """The whole measurement (run in a process with 8 CPU devices)."""
     import jax
 
-    from hlo_go.xla.runtime_calibration import HOST_MPMD
+    from hlo_go.calibration.runtime import HOST_MPMD
 
     budget = _budget_s(quick)
     deadline = time.perf_counter() + budget

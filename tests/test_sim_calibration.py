@@ -1,4 +1,4 @@
-"""Tests of the simulator's calibration (hlo_go.sim.calibrate, hlo_go.sim.validation) on
+"""Tests of the simulator's calibration (hlo_go.sim.calibrate, hlo_go.calibration) on
 synthetic measurements: what a known device would have measured must be fitted back."""
 
 from __future__ import annotations
@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from hlo_go.calibration import Variant, profiled_graph, variant_table
 from hlo_go.decisions import Decisions
 from hlo_go.graph import build_graph
 from hlo_go.hlo import parse_hlo
@@ -15,10 +16,9 @@ from hlo_go.sim.calibrate import (
     ProfiledGraph,
     calibrate,
     calibrate_fused_matrix,
-    profiled_graph,
 )
-from hlo_go.sim.validation import kendall_tau, wrap_alone
-from hlo_go.xla import InstructionProfile
+from hlo_go.xla.fusion import wrap_alone
+from hlo_go.xla.profile import InstructionProfile
 
 BASE = Device(
     "base",
@@ -156,10 +156,33 @@ ENTRY e {
     assert np.isnan(profiled.measured_s[profiled.graph.node_index["p"]])
 
 
-def test_kendall_tau():
-    assert kendall_tau([1, 2, 3], [10, 20, 30]) == 1
-    assert kendall_tau([1, 2, 3], [30, 20, 10]) == -1
-    assert kendall_tau([1, 2, 3, 4], [1, 2, 4, 3]) == pytest.approx(4 / 6)
+def test_variant_table_ranks_predictions_against_measurements():
+    """Variants measured as the device itself predicts them rank perfectly (tau 1);
+    measured in the opposite order, tau is -1; one swapped pair of four gives 4/6."""
+    graph = build_graph(parse_hlo(_module(256)))
+    n = graph.num_nodes
+    groups = [np.arange(n), np.array([0, 1, 2, 2, 2, 2, 2]), np.array([0, 1, 2, 3, 3, 3, 3])]
+    groups.append(np.array([0, 1, 2, 3, 4, 4, 4]))
+    device = BASE.replace(launch_overhead=5e-6)
+    cluster = Cluster("t", (device,))
+    predicted = [
+        simulate(graph, cluster, Decisions.default(graph), group=g).step_time for g in groups
+    ]
+    assert len(set(predicted)) == len(groups)
+
+    def variants(times: list[float]) -> list[Variant]:
+        return [
+            Variant("m", f"v{i}", g, t) for i, (g, t) in enumerate(zip(groups, times, strict=True))
+        ]
+
+    rows, tau = variant_table(graph, variants(predicted), device)
+    assert tau == pytest.approx(1.0)
+    assert [r["predicted_s"] for r in rows] == pytest.approx(predicted)
+    assert variant_table(graph, variants([-t for t in predicted]), device)[1] == pytest.approx(-1)
+    order = np.argsort(predicted)
+    swapped = np.array(predicted)
+    swapped[order[[0, 1]]] = swapped[order[[1, 0]]]
+    assert variant_table(graph, variants(list(swapped)), device)[1] == pytest.approx(4 / 6)
 
 
 def test_wrap_alone_makes_scatter_its_own_fusion():

@@ -40,7 +40,7 @@ def test_shared_durations_split_overlaps_by_processor_share() -> None:
 def test_cpu_clock_profile_of_a_pinned_process() -> None:
     """Pinned to one core and timed by CPU time, a step's kernels add up to no more than
     the step (overlapping thunks are charged by share)."""
-    from hlo_go.sim.validation import default_cpu, in_pinned_process
+    from hlo_go.xla.timing import default_cpu, in_pinned_process
 
     profile = in_pinned_process(_profile_small, cpu=default_cpu())
     assert profile.runs == 3

@@ -10,7 +10,7 @@ Public names::
     KERNEL, VIEW, HOLDER, VIEW_OPCODES, HOLDER_OPCODES
     HAVE_NUMBA (True when the sequential kernels run compiled by numba)
     calibrate(profiles, base) -> Calibration   calibrate_subsets, calibrate_fused_matrix
-    profiled_graph(profile) -> ProfiledGraph   FusedCase
+    ProfiledGraph, FusedCase
 
 Module by concept: :mod:`~hlo_go.sim.cluster` (device and link types),
 :mod:`~hlo_go.sim.presets` (named clusters and their sources),
@@ -18,8 +18,7 @@ Module by concept: :mod:`~hlo_go.sim.cluster` (device and link types),
 (what a kernel costs), :mod:`~hlo_go.sim.simulate` (the semantics and the entry points),
 :mod:`~hlo_go.sim.result` (what it reports), :mod:`~hlo_go.sim.plot` (Gantt charts),
 :mod:`~hlo_go.sim.cli` (the ``hlo-go simulate`` command), :mod:`~hlo_go.sim.calibrate`
-(fitting a device to measured kernel times), :mod:`~hlo_go.sim.validation` (measuring
-this host and comparing: ``python -m hlo_go.sim.validation``).
+(fitting a device to measured kernel times; measuring them is :mod:`hlo_go.calibration`'s).
 """
 
 from hlo_go.decisions._jit import HAVE_NUMBA
@@ -30,7 +29,6 @@ from hlo_go.sim.calibrate import (
     calibrate,
     calibrate_fused_matrix,
     calibrate_subsets,
-    profiled_graph,
 )
 from hlo_go.sim.cluster import OP_CLASSES, Cluster, Device, Link, LinkArrays
 from hlo_go.sim.cost_model import (
@@ -84,7 +82,6 @@ __all__ = [
     "op_classes",
     "plot_timeline",
     "prepare",
-    "profiled_graph",
     "simulate",
     "simulate_batch",
 ]

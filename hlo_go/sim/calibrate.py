@@ -1,7 +1,8 @@
 """Calibration: fitting a device's efficiencies and launch overhead to measured kernel times.
 
-A profile of a real run (:func:`hlo_go.xla.profile_lowered`: XLA's own per-thunk trace
-events) gives the time of every kernel of an XLA-compiled module. The module's OpGraph
+A profile of a real run (XLA's own per-thunk trace events, aligned with the module's
+graph by :func:`hlo_go.calibration.profiled_graph`) gives the time of every kernel of an
+XLA-compiled module. The module's OpGraph
 gives each kernel's flops, transcendentals and bytes (XLA's HloCostAnalysis; a fusion
 counts its fused body). The simulator predicts a kernel's time as
 (:mod:`hlo_go.sim.cost_model`)::
@@ -31,10 +32,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from hlo_go.graph import DTYPE_CLASSES, OpGraph, build_graph
-from hlo_go.hlo import FrozenDict, parse_hlo
-from hlo_go.sim.cluster import OP_CLASSES, Device
+from hlo_go.decisions import Decisions
+from hlo_go.graph import DTYPE_CLASSES, OpGraph
+from hlo_go.hlo import FrozenDict
+from hlo_go.sim.cluster import OP_CLASSES, Cluster, Device
 from hlo_go.sim.cost_model import KERNEL, MATRIX_CLASSES, dtype_classes, node_kinds, op_classes
+from hlo_go.sim.simulate import simulate
 
 
 class ProfiledGraph(NamedTuple):
@@ -52,46 +55,6 @@ class ProfiledGraph(NamedTuple):
     graph: OpGraph
     measured_s: np.ndarray
     step_s: float
-
-
-def profiled_graph(profile: Any, name: str = "") -> ProfiledGraph:
-    """Aligns an :class:`hlo_go.xla.InstructionProfile` with the graph of its module.
-
-    A ``while`` or ``conditional`` node's time is its own event's plus the events of
-    every instruction in the computations it calls (its body, condition or branches,
-    nested ones included): XLA's runtime traces those thunks one by one.
-
-    Args:
-      profile: from :func:`hlo_go.xla.profile_lowered`.
-      name: a label (default the module name).
-
-    Returns:
-      The :class:`ProfiledGraph`.
-    """
-    module = parse_hlo(profile.hlo_text)
-    graph = build_graph(module)
-    times = profile.instruction_s
-    measured = np.full(graph.num_nodes, np.nan)
-    for instruction, seconds in times.items():
-        node = graph.node_index.get(instruction)
-        if node is not None:
-            measured[node] = seconds
-    for instr in module.entry.instructions:
-        node = graph.node_index.get(instr.name)
-        if node is None or instr.opcode not in ("while", "conditional"):
-            continue
-        inside = 0.0
-        stack, seen = list(instr.called_computations), set()
-        while stack:
-            name_ = stack.pop()
-            if name_ in seen or name_ not in module.computations:
-                continue
-            seen.add(name_)
-            for inner in module.computations[name_].instructions:
-                inside += times.get(inner.name, 0.0)
-                stack.extend(inner.called_computations)
-        measured[node] = np.nan_to_num(measured[node]) + inside
-    return ProfiledGraph(name or profile.module_name, graph, measured, float(profile.step_s))
 
 
 # Weights in the fit's loss: of the equal share of every kernel against its share of the
@@ -348,7 +311,8 @@ def calibrate(
     """Fits a device's per-op-class efficiencies and launch overhead to measured kernels.
 
     Args:
-      profiles: profiled graphs (:func:`profiled_graph`) measured on the device.
+      profiles: profiled graphs (:func:`hlo_go.calibration.profiled_graph`) measured on
+        the device.
       base: the device's datasheet figures (peak rates, bandwidth, capacity); the
         calibrated device keeps them and gets fitted efficiencies and launch overhead.
       steps: Adam steps of the fit.
@@ -438,9 +402,6 @@ def calibrate_fused_matrix(
       ``(device with the fitted efficiency, the median absolute relative error)``;
       ``(device, nan)`` unchanged when no case fuses a matrix op.
     """
-    from hlo_go.decisions import Decisions
-    from hlo_go.sim.cluster import Cluster
-    from hlo_go.sim.simulate import simulate
 
     def fuses_matrix(case: FusedCase) -> bool:
         sizes = np.bincount(case.group, minlength=case.graph.num_nodes)[case.group]

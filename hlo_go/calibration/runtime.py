@@ -27,7 +27,9 @@ import numpy as np
 
 from hlo_go.decisions import Decisions
 from hlo_go.graph import OpGraph
-from hlo_go.sim import Cluster, Link, host_cpu, simulate
+from hlo_go.sim.cluster import Cluster, Link
+from hlo_go.sim.presets import host_cpu
+from hlo_go.sim.simulate import simulate
 from hlo_go.xla._jaxlib import compile_hlo_text
 
 
@@ -194,7 +196,7 @@ def predict_placed(
       graph: the placed graph.
       decisions: the decisions simulated (placement, schedule, fusion).
       num_segments: segments the runtime dispatches per step
-        (:attr:`hlo_go.xla.PlacedProgram.num_segments`).
+        (:attr:`hlo_go.xla.placed.PlacedProgram.num_segments`).
       cluster: the simulated cluster (default :func:`mpmd_host_cluster` for the
         placement's device count).
       calibration: the runtime overheads.

@@ -1,0 +1,49 @@
+"""Calibrating the simulator against runs on this host: a layer above ``sim`` and ``xla``.
+
+Public names::
+
+    profiled_graph(profile) -> ProfiledGraph    measure_workload(name) -> InstructionProfile
+    step_table(profiles, base) -> (rows, Calibration)   StepRow
+    fusion_variants(graph), measure_variants(name) -> (graph, [Variant])   Variant
+    variant_table(graph, variants, device) -> (rows, Kendall tau)
+    RuntimeCalibration, HOST_MPMD, calibrate_runtime(devices)
+    mpmd_host_cluster(n) -> Cluster             predict_placed(graph, decisions, segments)
+
+Module by concept: :mod:`~hlo_go.calibration.profiles` (measured kernel times aligned with
+their graph), :mod:`~hlo_go.calibration.variants` (fusion variants compiled and timed),
+:mod:`~hlo_go.calibration.validation` (predictions against measurements, and the
+``python -m hlo_go.calibration.validation`` report), :mod:`~hlo_go.calibration.plot`
+(its figure), :mod:`~hlo_go.calibration.runtime` (the MPMD runtime's dispatch and
+transfer overheads). The fit itself is :func:`hlo_go.sim.calibrate`.
+"""
+
+from hlo_go.calibration.profiles import measure_workload, profiled_graph
+from hlo_go.calibration.runtime import (
+    HOST_MPMD,
+    RuntimeCalibration,
+    calibrate_runtime,
+    mpmd_host_cluster,
+    predict_placed,
+)
+from hlo_go.calibration.validation import (
+    StepRow,
+    step_table,
+    variant_table,
+)
+from hlo_go.calibration.variants import Variant, fusion_variants, measure_variants
+
+__all__ = [
+    "HOST_MPMD",
+    "RuntimeCalibration",
+    "StepRow",
+    "Variant",
+    "calibrate_runtime",
+    "fusion_variants",
+    "measure_variants",
+    "measure_workload",
+    "mpmd_host_cluster",
+    "predict_placed",
+    "profiled_graph",
+    "step_table",
+    "variant_table",
+]
