@@ -1,6 +1,7 @@
 """Checking the simulator against real runs on this host: measure, calibrate, compare.
 
-``python -m hlo_go.calibration.validation [NAME ...] [--variants NAME ...] [--out FILE]``
+``python -m hlo_go.calibration [NAME ...] [--variants NAME ...] [--out FILE]`` runs it all
+(:mod:`hlo_go.calibration.__main__`):
 
 1. **Measure** each corpus workload: lower its training step, compile it with XLA's
    default pipeline and per-thunk tracing, run it on random inputs and read every
@@ -21,11 +22,7 @@ Tables and progress go to the ``hlo_go.calibration.validation`` logger.
 
 from __future__ import annotations
 
-import argparse
-import json
 import logging
-import statistics
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,11 +31,9 @@ from typing import Any, NamedTuple
 import numpy as np
 from scipy import stats
 
-from hlo_go.calibration.plot import plot_calibration
 from hlo_go.calibration.profiles import (
     load_profiles,
     measure_workload,
-    profiled_graph,
     save_profiles,
 )
 from hlo_go.calibration.variants import (
@@ -58,13 +53,10 @@ from hlo_go.sim.calibrate import (
     calibrate_subsets,
 )
 from hlo_go.sim.cluster import Cluster, Device
-from hlo_go.sim.presets import HOST_CORE
 from hlo_go.sim.simulate import simulate
-from hlo_go.xla.timing import default_cpu, in_pinned_process
+from hlo_go.xla.timing import in_pinned_process
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_GRAPHS = ("rnnlm_l2_scan", "gnmt_l2_scan", "resnet_26", "inception_v3_small")
 
 
 def host_cluster(device: Device, name: str = "host-cpu-1-calibrated") -> Cluster:
@@ -180,12 +172,13 @@ def step_lines(rows: Sequence[StepRow], full: Calibration) -> list[str]:
     return lines
 
 
-def _log_lines(lines: Sequence[str]) -> None:
+def log_lines(lines: Sequence[str]) -> None:
+    """Logs each line at level INFO."""
     for line in lines:
         logger.info("%s", line)
 
 
-def _measure_profiles(
+def measure_profiles(
     names: Sequence[str], *, repeats: int, cpu: int, cache: Path | None
 ) -> dict[str, Any]:
     """Profiles of the named workloads: the cache's, the rest measured (and cached)."""
@@ -207,7 +200,7 @@ def _measure_profiles(
     return raw
 
 
-def _measure_all_variants(
+def measure_all_variants(
     names: Sequence[str],
     *,
     matrix: Sequence[str],
@@ -240,7 +233,11 @@ def _measure_all_variants(
     return out
 
 
-def _cases(measured: dict[str, tuple[OpGraph, list[Variant]]], *, but: str = "") -> list:
+def fused_cases(
+    measured: dict[str, tuple[OpGraph, list[Variant]]], *, but: str = ""
+) -> list[FusedCase]:
+    """The measured variants of every graph but ``but``, as cases for
+    :func:`hlo_go.sim.calibrate.calibrate_fused_matrix`."""
     return [
         FusedCase(g, v.group, v.measured_s)
         for name, (g, vs) in measured.items()
@@ -260,10 +257,10 @@ def variant_report(
     """
     report = {}
     for name, (graph, variants) in measured.items():
-        fitted, _ = calibrate_fused_matrix(_cases(measured, but=name), device)
+        fitted, _ = calibrate_fused_matrix(fused_cases(measured, but=name), device)
         in_sample = "fused_matrix" not in fitted.compute_efficiency
         if in_sample:
-            fitted, _ = calibrate_fused_matrix(_cases(measured), device)
+            fitted, _ = calibrate_fused_matrix(fused_cases(measured), device)
         table, tau = variant_table(graph, variants, fitted)
         report[name] = {"rows": table, "kendall_tau": tau, "fused_matrix_in_sample": in_sample}
         logger.info("fusion variants of %s: Kendall tau %.2f", name, tau)
@@ -276,83 +273,3 @@ def variant_report(
                 r["predicted_s"],
             )
     return report
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m hlo_go.calibration.validation")
-    parser.add_argument("names", nargs="*", help="corpus graphs to profile (default: small ones)")
-    parser.add_argument("--variants", nargs="*", default=None, help="graphs to rank variants of")
-    parser.add_argument(
-        "--matrix-variants",
-        nargs="*",
-        default=[],
-        help="of those, graphs that also get the (slow) variant fusing matrix ops",
-    )
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument(
-        "--cpu", type=int, default=None, help="core to measure on (default: the last one)"
-    )
-    parser.add_argument("--out", default="sim_calibration.json")
-    parser.add_argument("--cache", help="JSON file of measured profiles, reused and extended")
-    parser.add_argument(
-        "--variant-cache", help="JSON file of measured fusion variants, reused and extended"
-    )
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Measures, calibrates and compares; logs the tables and writes a JSON report and
-    its plot (``--out`` with suffix ``.png``)."""
-    args = _parser().parse_args(argv)
-    names = args.names or list(DEFAULT_GRAPHS)
-    variant_names = args.variants if args.variants is not None else names[:1]
-    cpu = default_cpu() if args.cpu is None else args.cpu
-
-    raw = _measure_profiles(
-        names, repeats=args.repeats, cpu=cpu, cache=Path(args.cache) if args.cache else None
-    )
-    profiles = [profiled_graph(raw[name], name) for name in names if name in raw]
-    rows, full = step_table(profiles, HOST_CORE)
-    _log_lines(step_lines(rows, full))
-    errors = [abs(r.error) for r in rows]
-    mae = statistics.median(errors) if errors else float("nan")
-    logger.info("median |error| (leave-one-out): %.1f%%", 100 * mae)
-
-    measured = _measure_all_variants(
-        variant_names,
-        matrix=args.matrix_variants,
-        rounds=args.repeats,
-        cpu=cpu,
-        cache=Path(args.variant_cache) if args.variant_cache else None,
-    )
-    variants = variant_report(measured, full.device)
-    if measured:
-        final_device, fused_error = calibrate_fused_matrix(_cases(measured), full.device)
-    else:
-        final_device, fused_error = full.device, float("nan")
-    report = {
-        "device": {
-            "launch_overhead": final_device.launch_overhead,
-            "kernel_launch_s": full.kernel_launch_s,
-            "gap_s": full.gap_s,
-            "compute_efficiency": dict(final_device.compute_efficiency),
-            "memory_efficiency": dict(final_device.memory_efficiency),
-            "fused_matrix_step_error": fused_error,
-            "kernel_error": full.kernel_error,
-            "kernels": full.kernels,
-            "class_errors": {c: e._asdict() for c, e in full.class_errors.items()},
-        },
-        "steps": [r._asdict() | {"error": r.error} for r in rows],
-        "median_abs_error": mae,
-        "variants": variants,
-    }
-    Path(args.out).write_text(json.dumps(report, indent=1))
-    logger.info("wrote %s", args.out)
-    plot = plot_calibration(report, Path(args.out).with_suffix(".png"))
-    logger.info("wrote %s", plot)
-    return 0
-
-
-if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(message)s", datefmt="%H:%M:%S")
-    sys.exit(main())
