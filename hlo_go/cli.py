@@ -134,7 +134,8 @@ def _corpus_error(console: Console, error: Exception) -> int:
 
 
 def cmd_corpus_build(args: argparse.Namespace, console: Console) -> int:
-    from hlo_go.corpus import UnknownGraphError, build, total_size
+    from hlo_go.corpus import UnknownGraphError, total_size
+    from hlo_go.corpus_build import build
 
     start = time.perf_counter()
     try:

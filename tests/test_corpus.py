@@ -12,8 +12,9 @@ import zlib
 import pytest
 
 from hlo_corpus.registry import all_workloads
-from hlo_go import corpus
+from hlo_go import corpus, corpus_build
 from hlo_go.cli import main
+from hlo_go.corpus.sanitize import relocate
 from hlo_go.hlo import FrozenDict, HloModule, StackFrameTable, parse_hlo
 
 FAMILIES = {
@@ -136,11 +137,11 @@ def test_unknown_name_and_stage():
     with pytest.raises(ValueError, match="unknown stage 'optimized'"):
         corpus.load(SMALL, "optimized")
     with pytest.raises(corpus.UnknownGraphError, match="unknown corpus workload"):
-        corpus.build(["nope"], progress=False)
+        corpus_build.build(["nope"], progress=False)
 
 
 def test_rebuilding_one_graph_is_byte_identical(tmp_path, index):
-    result = corpus.build([SMALL], progress=False, out_dir=tmp_path)
+    result = corpus_build.build([SMALL], progress=False, out_dir=tmp_path)
     rebuilt = result["index"]["graphs"]
     assert list(rebuilt) == [SMALL]
     fresh, committed = dict(rebuilt[SMALL]), dict(index["graphs"][SMALL])
@@ -164,7 +165,7 @@ def _module_with_frames() -> tuple[HloModule, str]:
 FileNames
 1 "/usr/lib/python3/site-packages/_pytest/python.py"
 2 "{root}/hlo_corpus/models/x.py"
-3 "{root}/hlo_go/corpus/build.py"
+3 "{root}/hlo_go/corpus_build.py"
 
 FunctionNames
 1 "pytest_pyfunc_call"
@@ -199,7 +200,7 @@ ENTRY %main (x: f32[2]) -> f32[2] {{
 
 def test_relocate_keeps_model_frames_and_reparents():
     module, root = _module_with_frames()
-    out = corpus.relocate(module, root, keep_prefixes=("hlo_corpus/",))
+    out = relocate(module, root, keep_prefixes=("hlo_corpus/",))
     table = out.stack_frames
     assert table.file_names == ("hlo_corpus/models/x.py",)
     assert table.function_names == ("f", "g")
@@ -217,7 +218,7 @@ def test_relocate_keeps_model_frames_and_reparents():
     assert root not in out.to_text()
     assert parse_hlo(out.to_text()) == out
     # Keeping everything only rewrites paths.
-    everything = corpus.relocate(module, root)
+    everything = relocate(module, root)
     assert everything.stack_frames.file_names[0] in ("python.py", "_pytest/python.py")
     assert len(everything.stack_frames.stack_frames) == 4  # frames 2 and 5 are one frame
     assert isinstance(everything.stack_frames, StackFrameTable)

@@ -104,3 +104,10 @@ def load(name: str, stage: str = "unoptimized", root: Path | None = None) -> Hlo
       ValueError: unknown stage.
     """
     return parse_hlo(text(name, stage, root), filename=f"<corpus {name} {stage}>")
+
+
+def total_size(out_dir: Path | str | None = None) -> int:
+    """Bytes of the stored corpus (data files and index)."""
+    out = Path(out_dir) if out_dir is not None else corpus_root()
+    files = [out / "index.json", *sorted((out / "data").glob("*.hlo.gz"))]
+    return sum(f.stat().st_size for f in files if f.exists())

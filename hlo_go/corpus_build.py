@@ -1,6 +1,9 @@
 """Regenerating the corpus: lower each workload, capture its pre-fusion module,
 make both texts machine-independent, store them gzip-compressed, and index them.
 
+The build needs JAX, the Flax models of :mod:`hlo_corpus` and :mod:`hlo_go.xla`;
+reading what it stored is :mod:`hlo_go.corpus` (a low layer that imports neither).
+
 Everything written is a function of the sources and the jax/jaxlib version only:
 source locations are made relative (:mod:`hlo_go.corpus.sanitize`), gzip headers
 carry no time or file name, and ``index.json`` holds no timings. Two builds on one
@@ -25,10 +28,13 @@ from typing import Any
 import jax
 import jaxlib
 
+from hlo_corpus.registry import all_workloads
+from hlo_corpus.workload import SEED
 from hlo_go.corpus.sanitize import relocate
 from hlo_go.corpus.store import STAGES, UnknownGraphError, corpus_root, file_name
+from hlo_go.graph import build_graph
 from hlo_go.hlo import HloModule, module_cost, parse_hlo
-from hlo_go.xla import capture_prefusion_lowered
+from hlo_go.xla.hooks import capture_prefusion_lowered
 
 INDEX_FORMAT = 1
 VERSION_KEYS = ("jax_version", "jaxlib_version")
@@ -63,11 +69,7 @@ def _number(x: float) -> int | float:
 
 
 def _node_count(module: HloModule, name: str) -> int | None:
-    """``hlo_go.graph.build_graph(module).num_nodes``, or None where that is unavailable."""
-    try:
-        from hlo_go.graph import build_graph
-    except ImportError:
-        return None
+    """``hlo_go.graph.build_graph(module).num_nodes``, or None where the graph builder fails."""
     try:
         return int(build_graph(module).num_nodes)
     except Exception as e:  # the graph builder is not the corpus's to fail on
@@ -163,8 +165,6 @@ def index_text(index: dict[str, Any]) -> str:
 
 
 def _select(names: Iterable[str] | None) -> list[Any]:
-    from hlo_corpus.registry import all_workloads
-
     everything = all_workloads()
     if names is None:
         return everything
@@ -185,8 +185,6 @@ def _old_index(out: Path) -> dict[str, Any]:
 
 
 def _merged_index(out: Path, entries: dict[str, dict], *, index_only: bool) -> dict[str, Any]:
-    from hlo_corpus.registry import all_workloads
-
     old = _old_index(out)
     graphs = dict(old.get("graphs", {}))
     if index_only:  # the files were built by the jax that the old entries name
@@ -203,19 +201,13 @@ def _merged_index(out: Path, entries: dict[str, dict], *, index_only: bool) -> d
         "format": INDEX_FORMAT,
         **versions,
         "zlib_version": old.get("zlib_version") if index_only else zlib.ZLIB_RUNTIME_VERSION,
-        "seed": _seed(),
+        "seed": SEED,
         "flops_convention": (
             "hlo_go.hlo.module_cost of the prefusion module (XLA's HloCostAnalysis rules: "
             "a while body counts once)"
         ),
         "graphs": ordered,
     }
-
-
-def _seed() -> int:
-    from hlo_corpus.workload import SEED
-
-    return SEED
 
 
 def _progress(items: list[Any], enabled: bool, description: str):
@@ -279,13 +271,6 @@ def build(
     return {"index": index, "seconds": seconds, "bytes": sizes}
 
 
-def total_size(out_dir: Path | str | None = None) -> int:
-    """Bytes of the stored corpus (data files and index)."""
-    out = Path(out_dir) if out_dir is not None else corpus_root()
-    files = [out / "index.json", *sorted((out / "data").glob("*.hlo.gz"))]
-    return sum(f.stat().st_size for f in files if f.exists())
-
-
 __all__ = [
     "BuiltGraph",
     "build",
@@ -294,5 +279,4 @@ __all__ = [
     "gzip_bytes",
     "index_text",
     "repository_root",
-    "total_size",
 ]
