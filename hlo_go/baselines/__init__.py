@@ -32,7 +32,8 @@ heuristics use), :mod:`~hlo_go.baselines.scopes` (layers from op_name metadata),
 :mod:`~hlo_go.baselines.search` (random search, simulated annealing, BRKGA),
 :mod:`~hlo_go.baselines.hdp` (the hierarchical placer of Mirhoseini et al., trained by
 policy gradient on the simulator),
-:mod:`~hlo_go.baselines.curve` (convergence curves), :mod:`~hlo_go.baselines.registry`
+:mod:`~hlo_go.baselines.curve` (convergence curves), :mod:`~hlo_go.baselines.result`
+(what a search returns), :mod:`~hlo_go.baselines.registry`
 (names), :mod:`~hlo_go.baselines.report` (running many and tabulating),
 :mod:`~hlo_go.baselines.cli` (the ``hlo-go baseline`` command).
 """

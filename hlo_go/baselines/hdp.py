@@ -45,7 +45,9 @@ import optax
 
 from hlo_go.baselines.costs import compute_weights
 from hlo_go.baselines.curve import Curve
-from hlo_go.baselines.search import DEFAULT_BUDGET, SearchResult, score
+from hlo_go.baselines.registry import register_search
+from hlo_go.baselines.result import SearchResult
+from hlo_go.baselines.search import DEFAULT_BUDGET, score
 from hlo_go.decisions import Decisions
 from hlo_go.graph import OPCODE_VOCAB, OpGraph
 from hlo_go.sim import Cluster, simulate
@@ -652,3 +654,6 @@ def _train(
         if not rec.more():
             return  # the budget is spent: no one would sample from the update
         params, opt_state, _ = update(params, opt_state, inputs, keys, taken, advantage)
+
+
+register_search("hdp", run_hdp)

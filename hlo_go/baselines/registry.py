@@ -16,26 +16,28 @@ fusion). A search's ``budget`` is simulator evaluations (default 2,000). For
 Components run in order placement → scheduling (given the placement) → fusion (given
 both), so a critical-path schedule counts the transfers the placement implies, and
 fusion only joins nodes on one device.
+
+The registry knows every name but imports no search: :mod:`~hlo_go.baselines.search` and
+:mod:`~hlo_go.baselines.hdp` import it and register their runners
+(:func:`register_search`) when they load, which ``import hlo_go.baselines`` does.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from hlo_go.baselines import fusion as _fusion
 from hlo_go.baselines import placement as _placement
 from hlo_go.baselines import scheduling as _scheduling
+from hlo_go.baselines.result import SearchResult
 from hlo_go.decisions import Decisions
 from hlo_go.errors import HloGoError
 from hlo_go.graph import OpGraph
 from hlo_go.sim import Cluster
-
-if TYPE_CHECKING:
-    from hlo_go.baselines.search import SearchResult
 
 KINDS = ("placement", "scheduling", "fusion", "search")
 DEFAULTS = {"placement": "single-device", "scheduling": "fifo", "fusion": "no-fusion"}
@@ -61,6 +63,38 @@ FUSION: dict[str, Callable[..., np.ndarray]] = {
 }
 SEARCH: tuple[str, ...] = ("random-search", "simulated-annealing", "evolutionary", "hdp")
 _TABLES = {"placement": PLACEMENT, "scheduling": SCHEDULING, "fusion": FUSION}
+
+
+class SearchRunner(Protocol):
+    """How a registered search runs: ``runner(graph, cluster, *, budget, time_limit, seed)``."""
+
+    def __call__(
+        self,
+        graph: OpGraph,
+        cluster: Cluster,
+        *,
+        budget: int | None,
+        time_limit: float | None,
+        seed: int,
+    ) -> SearchResult: ...
+
+
+_RUNNERS: dict[str, SearchRunner] = {}
+
+
+def register_search(name: str, runner: SearchRunner) -> None:
+    """Makes ``runner`` what the search method ``name`` runs.
+
+    Args:
+      name: one of :data:`SEARCH`.
+      runner: called as ``runner(graph, cluster, budget=, time_limit=, seed=)``.
+
+    Raises:
+      ValueError: ``name`` is not a search name.
+    """
+    if name not in SEARCH:
+        raise ValueError(f"{name!r} is not a search method; searches: {', '.join(SEARCH)}")
+    _RUNNERS[name] = runner
 
 
 class UnknownMethodError(KeyError, HloGoError):
@@ -130,7 +164,8 @@ class Method:
     ) -> SearchResult:
         """Runs a search method with its convergence record: ``hdp`` by
         :func:`~hlo_go.baselines.hdp.run_hdp`, the others by
-        :func:`~hlo_go.baselines.search.run_search` (default starts).
+        :func:`~hlo_go.baselines.search.run_search` (default starts), as registered
+        (:func:`register_search`).
 
         Args:
           graph: an OpGraph.
@@ -144,18 +179,16 @@ class Method:
 
         Raises:
           ValueError: the method is not a search, or a budget below 1.
+          UnknownMethodError: no runner is registered for it (its module is not loaded).
         """
         if self.kind != "search":
             raise ValueError(f"{self.name!r} is a heuristic, not a search")
-        if self.name == "hdp":
-            from hlo_go.baselines.hdp import run_hdp
-
-            return run_hdp(graph, cluster, budget=budget, time_limit=time_limit, seed=seed)
-        from hlo_go.baselines.search import run_search
-
-        return run_search(
-            graph, cluster, self.name, budget=budget, time_limit=time_limit, seed=seed
-        )
+        runner = _RUNNERS.get(self.name)
+        if runner is None:
+            raise UnknownMethodError(
+                f"search {self.name!r} has no registered runner; import hlo_go.baselines"
+            )
+        return runner(graph, cluster, budget=budget, time_limit=time_limit, seed=seed)
 
 
 def names(kind: str | None = None) -> list[str]:

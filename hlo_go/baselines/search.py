@@ -48,16 +48,18 @@ beats it.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
 from hlo_go.baselines.costs import compute_weights
 from hlo_go.baselines.curve import Curve
 from hlo_go.baselines.placement import metis_parts
+from hlo_go.baselines.registry import get, register_search
+from hlo_go.baselines.result import SearchResult
 from hlo_go.decisions import Decisions
 from hlo_go.graph import OpGraph
 from hlo_go.sim import Cluster, SimResult, simulate
@@ -290,55 +292,6 @@ def score(result: SimResult) -> float:
     return result.step_time * (2.0 + ratio)
 
 
-@dataclass(frozen=True)
-class SearchResult:
-    """What a search found, and how fast.
-
-    Attributes:
-      method: the search's name.
-      graph: the graph's module name.
-      cluster: the cluster's name.
-      best: the best decisions found (validated).
-      best_step_time: their objective (simulated step time in seconds; see :func:`score`).
-      best_oom: whether the best still runs out of memory.
-      start_step_time: the objective of the first evaluation.
-      curve: best-so-far per evaluation.
-      evaluations: simulator calls made.
-      seconds: wall-clock seconds (setup included).
-      seed: the random seed.
-      stopped_by: ``"budget"`` or ``"time"``.
-    """
-
-    method: str
-    graph: str
-    cluster: str
-    best: Decisions
-    best_step_time: float
-    best_oom: bool
-    start_step_time: float
-    curve: Curve
-    evaluations: int
-    seconds: float
-    seed: int
-    stopped_by: str
-
-    def summary(self) -> dict[str, object]:
-        """JSON-able headline numbers (the curve included)."""
-        return {
-            "method": self.method,
-            "graph": self.graph,
-            "cluster": self.cluster,
-            "best_step_time_s": self.best_step_time,
-            "best_oom": self.best_oom,
-            "start_step_time_s": self.start_step_time,
-            "evaluations": self.evaluations,
-            "seconds": self.seconds,
-            "seed": self.seed,
-            "stopped_by": self.stopped_by,
-            "curve": self.curve.to_dict(),
-        }
-
-
 class _Recorder:
     """Evaluates candidates, keeps the best and the curve, enforces the limits."""
 
@@ -493,8 +446,6 @@ def start_decisions(
         start = DEFAULT_STARTS
     if isinstance(start, Decisions | str):
         start = [start]
-    from hlo_go.baselines.registry import get
-
     out = []
     for item in start:
         if isinstance(item, Decisions):
@@ -616,3 +567,7 @@ def run_search(
         seed=seed,
         stopped_by=rec.stopped_by,
     )
+
+
+for _name in _STRATEGIES:
+    register_search(_name, functools.partial(run_search, method=_name))
