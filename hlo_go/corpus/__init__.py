@@ -16,6 +16,8 @@ generators live in the ``hlo_corpus`` package; regenerating the stored files is
 :mod:`hlo_go.corpus_build` (``hlo-go corpus build``), which needs JAX and :mod:`hlo_go.xla`.
 """
 
+from hlo_go.corpus.sanitize import relative_path as relative_path
+from hlo_go.corpus.sanitize import relocate as relocate
 from hlo_go.corpus.store import (
     STAGES,
     UnknownGraphError,

@@ -4,12 +4,12 @@ fusion grouping they imply.
 Public names::
 
     Decisions (.default, .validate, .fusion_groups)
-    fusion_groups(graph, placement, fusion_priority, ...) -> int32[N]    FusionLimits, DEFAULT_LIMITS
-    edge_priority, candidate_edges, fusion_group_names
-    fusible_nodes, FUSIBLE_OPCODES, CPU_EMITTER_NOT_FUSIBLE, OUTPUT_ONLY_OPCODES,
-    check_fusion_groups, FusionGroupError
-    graph_output_dims, module_output_dims, large_matrix_nodes, SMALL_MATRIX_BYTES
-    Adjacency, adjacency, build_adjacency, graph_cached
+    fusion_groups(graph, placement, fusion_priority, ...) -> int32[N]    FusionLimits
+    fusion_group_names(graph, group)      fusible_nodes(graph)
+    check_fusion_groups(graph, group)     FusionGroupError
+
+The rest (fusion rules and opcode sets, edge priorities, output dims, adjacency lists and
+per-graph caching) stays importable from here and from its module but is not advertised.
 
 Module by concept: :mod:`~hlo_go.decisions.decisions` (the action type),
 :mod:`~hlo_go.decisions.fusion` (priority-based fusion grouping),
@@ -17,49 +17,30 @@ Module by concept: :mod:`~hlo_go.decisions.decisions` (the action type),
 :mod:`~hlo_go.decisions.adjacency` (CSR neighbour lists, per-graph caching).
 """
 
-from hlo_go.decisions.adjacency import Adjacency, adjacency, build_adjacency, graph_cached
+from hlo_go.decisions.adjacency import Adjacency as Adjacency
+from hlo_go.decisions.adjacency import adjacency as adjacency
+from hlo_go.decisions.adjacency import build_adjacency as build_adjacency
+from hlo_go.decisions.adjacency import graph_cached as graph_cached
 from hlo_go.decisions.decisions import Decisions
-from hlo_go.decisions.fusion import (
-    DEFAULT_LIMITS,
-    FusionLimits,
-    candidate_edges,
-    edge_priority,
-    fusion_group_names,
-    fusion_groups,
-)
-from hlo_go.decisions.legality import (
-    CPU_EMITTER_NOT_FUSIBLE,
-    FUSIBLE_OPCODES,
-    OUTPUT_ONLY_OPCODES,
-    SMALL_MATRIX_BYTES,
-    FusionGroupError,
-    check_fusion_groups,
-    fusible_nodes,
-    graph_output_dims,
-    large_matrix_nodes,
-    module_output_dims,
-)
+from hlo_go.decisions.fusion import DEFAULT_LIMITS as DEFAULT_LIMITS
+from hlo_go.decisions.fusion import FusionLimits, fusion_group_names, fusion_groups
+from hlo_go.decisions.fusion import candidate_edges as candidate_edges
+from hlo_go.decisions.fusion import edge_priority as edge_priority
+from hlo_go.decisions.legality import CPU_EMITTER_NOT_FUSIBLE as CPU_EMITTER_NOT_FUSIBLE
+from hlo_go.decisions.legality import FUSIBLE_OPCODES as FUSIBLE_OPCODES
+from hlo_go.decisions.legality import OUTPUT_ONLY_OPCODES as OUTPUT_ONLY_OPCODES
+from hlo_go.decisions.legality import SMALL_MATRIX_BYTES as SMALL_MATRIX_BYTES
+from hlo_go.decisions.legality import FusionGroupError, check_fusion_groups, fusible_nodes
+from hlo_go.decisions.legality import graph_output_dims as graph_output_dims
+from hlo_go.decisions.legality import large_matrix_nodes as large_matrix_nodes
+from hlo_go.decisions.legality import module_output_dims as module_output_dims
 
 __all__ = [
-    "CPU_EMITTER_NOT_FUSIBLE",
-    "DEFAULT_LIMITS",
-    "FUSIBLE_OPCODES",
-    "OUTPUT_ONLY_OPCODES",
-    "SMALL_MATRIX_BYTES",
-    "Adjacency",
     "Decisions",
     "FusionGroupError",
     "FusionLimits",
-    "adjacency",
-    "build_adjacency",
-    "candidate_edges",
     "check_fusion_groups",
-    "edge_priority",
     "fusible_nodes",
     "fusion_group_names",
     "fusion_groups",
-    "graph_cached",
-    "graph_output_dims",
-    "large_matrix_nodes",
-    "module_output_dims",
 ]

@@ -3,10 +3,12 @@
 Public names::
 
     build_graph(module) -> OpGraph        OpGraph (.validate(), .num_nodes, .num_edges, ...)
-    to_graphs_tuple(graphs, bucket=...)    Bucket, power_of_two_bucket, next_power_of_two
+    to_graphs_tuple(graphs, bucket=...)    Bucket, power_of_two_bucket
     FEATURE_NAMES, NUM_FEATURES            OPCODE_VOCAB, NUM_OPCODES, opcode_id
-    while_trip_count, infer_trip_count     TripCount, DEFAULT_TRIP_COUNT
-    LoopCosting, flatten_entry, FlatEntry  colocation_groups, COLOCATED_WITH_OPERAND
+    while_trip_count -> TripCount          colocation_groups(graph)
+
+The building blocks (feature and opcode tables, flattening, loop costing) stay importable
+from here and from their modules but are not advertised.
 
 Module by concept: :mod:`~hlo_go.graph.flatten` (inlining calls),
 :mod:`~hlo_go.graph.trip_count` (loop trip counts), :mod:`~hlo_go.graph.costs`
@@ -17,68 +19,44 @@ its invariants), :mod:`~hlo_go.graph.build` (putting it together),
 :mod:`~hlo_go.graph.batching` (padding into jraph buckets).
 """
 
-from hlo_go.graph.batching import Bucket, next_power_of_two, power_of_two_bucket, to_graphs_tuple
+from hlo_go.graph.batching import Bucket, power_of_two_bucket, to_graphs_tuple
+from hlo_go.graph.batching import next_power_of_two as next_power_of_two
 from hlo_go.graph.build import build_graph
-from hlo_go.graph.colocation import COLOCATED_WITH_OPERAND, colocation_groups
-from hlo_go.graph.costs import LoopCosting, max_branch_cost
-from hlo_go.graph.features import (
-    ASYNC_OPCODES,
-    COLLECTIVE_OPCODES,
-    DATA_MOVEMENT_OPCODES,
-    DTYPE_CLASSES,
-    FEATURE_NAMES,
-    FUSION_KINDS,
-    NUM_FEATURES,
-    NodeFacts,
-    node_features,
-)
-from hlo_go.graph.flatten import FlatEntry, flatten_entry
-from hlo_go.graph.opgraph import MATRIX_KINDS, OpGraph
-from hlo_go.graph.trip_count import (
-    DEFAULT_TRIP_COUNT,
-    TripCount,
-    infer_trip_count,
-    while_trip_count,
-)
-from hlo_go.graph.vocab import (
-    NUM_OPCODES,
-    OPCODE_VOCAB,
-    UNKNOWN_OPCODE,
-    canonical_opcode,
-    opcode_id,
-    opcode_ids,
-)
+from hlo_go.graph.colocation import COLOCATED_WITH_OPERAND as COLOCATED_WITH_OPERAND
+from hlo_go.graph.colocation import colocation_groups
+from hlo_go.graph.costs import LoopCosting as LoopCosting
+from hlo_go.graph.costs import max_branch_cost as max_branch_cost
+from hlo_go.graph.features import ASYNC_OPCODES as ASYNC_OPCODES
+from hlo_go.graph.features import COLLECTIVE_OPCODES as COLLECTIVE_OPCODES
+from hlo_go.graph.features import DATA_MOVEMENT_OPCODES as DATA_MOVEMENT_OPCODES
+from hlo_go.graph.features import DTYPE_CLASSES as DTYPE_CLASSES
+from hlo_go.graph.features import FEATURE_NAMES, NUM_FEATURES
+from hlo_go.graph.features import FUSION_KINDS as FUSION_KINDS
+from hlo_go.graph.features import NodeFacts as NodeFacts
+from hlo_go.graph.features import node_features as node_features
+from hlo_go.graph.flatten import FlatEntry as FlatEntry
+from hlo_go.graph.flatten import flatten_entry as flatten_entry
+from hlo_go.graph.opgraph import MATRIX_KINDS as MATRIX_KINDS
+from hlo_go.graph.opgraph import OpGraph
+from hlo_go.graph.trip_count import DEFAULT_TRIP_COUNT as DEFAULT_TRIP_COUNT
+from hlo_go.graph.trip_count import TripCount, while_trip_count
+from hlo_go.graph.trip_count import infer_trip_count as infer_trip_count
+from hlo_go.graph.vocab import NUM_OPCODES, OPCODE_VOCAB, opcode_id
+from hlo_go.graph.vocab import UNKNOWN_OPCODE as UNKNOWN_OPCODE
+from hlo_go.graph.vocab import canonical_opcode as canonical_opcode
+from hlo_go.graph.vocab import opcode_ids as opcode_ids
 
 __all__ = [
-    "ASYNC_OPCODES",
-    "COLLECTIVE_OPCODES",
-    "COLOCATED_WITH_OPERAND",
-    "DATA_MOVEMENT_OPCODES",
-    "DEFAULT_TRIP_COUNT",
-    "DTYPE_CLASSES",
     "FEATURE_NAMES",
-    "FUSION_KINDS",
-    "MATRIX_KINDS",
     "NUM_FEATURES",
     "NUM_OPCODES",
     "OPCODE_VOCAB",
-    "UNKNOWN_OPCODE",
     "Bucket",
-    "FlatEntry",
-    "LoopCosting",
-    "NodeFacts",
     "OpGraph",
     "TripCount",
     "build_graph",
-    "canonical_opcode",
     "colocation_groups",
-    "flatten_entry",
-    "infer_trip_count",
-    "max_branch_cost",
-    "next_power_of_two",
-    "node_features",
     "opcode_id",
-    "opcode_ids",
     "power_of_two_bucket",
     "to_graphs_tuple",
     "while_trip_count",

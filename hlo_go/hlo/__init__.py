@@ -4,40 +4,34 @@ Public names::
 
     parse_hlo(text) -> HloModule        load_hlo(path) -> HloModule
     HloModule.to_text() -> str           HloParseError (a ValueError with .line, .column)
-    Shape, Layout, parse_shape           instruction_cost, module_cost, Cost
+    HloComputation, HloInstruction       summarize(module) -> per-computation table
+    Shape, Layout, parse_shape           ShapeSyntaxError (a ValueError)
+    instruction_cost, module_cost, Cost
+
+Everything else (opcode sets, the IR's helper types) stays importable from here and from
+its module (:mod:`~hlo_go.hlo.ir`, :mod:`~hlo_go.hlo.opcodes`, ...) but is not advertised.
 """
 
-from hlo_go.hlo.cost import Cost, computation_cost, instruction_cost, module_cost
-from hlo_go.hlo.ir import (
-    FrozenDict,
-    HloComputation,
-    HloInstruction,
-    HloModule,
-    StackFrameTable,
-    Unquoted,
-)
-from hlo_go.hlo.opcodes import (
-    ELEMENTWISE_OPCODES,
-    HOLDER_OPCODES,
-    OPCODE_ARITY,
-    OPCODES,
-    TRANSCENDENTAL_OPCODES,
-    VIEW_OPCODES,
-)
+from hlo_go.hlo.cost import Cost, instruction_cost, module_cost
+from hlo_go.hlo.cost import computation_cost as computation_cost
+from hlo_go.hlo.ir import FrozenDict as FrozenDict
+from hlo_go.hlo.ir import HloComputation, HloInstruction, HloModule
+from hlo_go.hlo.ir import StackFrameTable as StackFrameTable
+from hlo_go.hlo.ir import Unquoted as Unquoted
+from hlo_go.hlo.opcodes import ELEMENTWISE_OPCODES as ELEMENTWISE_OPCODES
+from hlo_go.hlo.opcodes import HOLDER_OPCODES as HOLDER_OPCODES
+from hlo_go.hlo.opcodes import OPCODE_ARITY as OPCODE_ARITY
+from hlo_go.hlo.opcodes import OPCODES as OPCODES
+from hlo_go.hlo.opcodes import TRANSCENDENTAL_OPCODES as TRANSCENDENTAL_OPCODES
+from hlo_go.hlo.opcodes import VIEW_OPCODES as VIEW_OPCODES
 from hlo_go.hlo.parser import HloParseError, load_hlo, parse_hlo
-from hlo_go.hlo.shape import Layout, Shape, ShapeSyntaxError, parse_shape, tuple_shape
-from hlo_go.hlo.summary import ComputationSummary, summarize
+from hlo_go.hlo.shape import Layout, Shape, ShapeSyntaxError, parse_shape
+from hlo_go.hlo.shape import tuple_shape as tuple_shape
+from hlo_go.hlo.summary import ComputationSummary as ComputationSummary
+from hlo_go.hlo.summary import summarize
 
 __all__ = [
-    "ELEMENTWISE_OPCODES",
-    "HOLDER_OPCODES",
-    "OPCODES",
-    "OPCODE_ARITY",
-    "TRANSCENDENTAL_OPCODES",
-    "VIEW_OPCODES",
-    "ComputationSummary",
     "Cost",
-    "FrozenDict",
     "HloComputation",
     "HloInstruction",
     "HloModule",
@@ -45,14 +39,10 @@ __all__ = [
     "Layout",
     "Shape",
     "ShapeSyntaxError",
-    "StackFrameTable",
-    "Unquoted",
-    "computation_cost",
     "instruction_cost",
     "load_hlo",
     "module_cost",
     "parse_hlo",
     "parse_shape",
     "summarize",
-    "tuple_shape",
 ]

@@ -3,12 +3,15 @@
 Public names::
 
     reset(module) -> PassState               step(state, action, config) -> (state, reward, done, info)
-    PassEnvConfig, PassState, prepare        PassOrderingEnv (Gym-style wrapper), observe
-    actions(), action_names(), get_action    PassAction, PassSpec, UnknownPassError
+    PassEnvConfig, PassState                 PassOrderingEnv (Gym-style wrapper)
+    actions(), action_names()                PassAction, UnknownPassError
     default_sequence(), default_order        XLA's default order (the baseline)
     random_search, greedy_search, beam_search, ppo_search     SearchResult
     Episode, record, run_actions, replay     ReplayError
-    check_outputs -> OutputCheck             compile and run original vs optimized (reference_outputs)
+    check_outputs -> OutputCheck             compile and run original vs optimized
+
+The catalog's tables, the environment's cache and preparation, observations and the PPO
+agent's types stay importable from here and from their modules but are not advertised.
 
 Module by concept: :mod:`~hlo_go.passes.catalog` (the actions, resolved against
 XLA's pipeline), :mod:`~hlo_go.passes.env` (pure reset/step),
@@ -20,59 +23,51 @@ XLA's pipeline), :mod:`~hlo_go.passes.env` (pure reset/step),
 (running chosen passes, reading XLA's pipeline) is :mod:`hlo_go.xla.passes`.
 """
 
+from hlo_go.passes.catalog import PREPARATION_PASSES as PREPARATION_PASSES
+from hlo_go.passes.catalog import SPECS as SPECS
 from hlo_go.passes.catalog import (
-    PREPARATION_PASSES,
-    SPECS,
     PassAction,
-    PassSpec,
     UnknownPassError,
     action_names,
     actions,
-    default_order_enabled,
     default_sequence,
-    get_action,
-    placements,
 )
-from hlo_go.passes.check import OutputCheck, Reference, check_outputs, reference_outputs
-from hlo_go.passes.env import (
-    CACHE,
-    DEFAULT_CONFIG,
-    PassEnvConfig,
-    PassState,
-    fingerprint,
-    prepare,
-    reset,
-    run_default_order,
-    step,
-)
+from hlo_go.passes.catalog import PassSpec as PassSpec
+from hlo_go.passes.catalog import default_order_enabled as default_order_enabled
+from hlo_go.passes.catalog import get_action as get_action
+from hlo_go.passes.catalog import placements as placements
+from hlo_go.passes.check import OutputCheck, check_outputs
+from hlo_go.passes.check import Reference as Reference
+from hlo_go.passes.check import reference_outputs as reference_outputs
+from hlo_go.passes.env import CACHE as CACHE
+from hlo_go.passes.env import DEFAULT_CONFIG as DEFAULT_CONFIG
+from hlo_go.passes.env import PassEnvConfig, PassState, reset, step
+from hlo_go.passes.env import fingerprint as fingerprint
+from hlo_go.passes.env import prepare as prepare
+from hlo_go.passes.env import run_default_order as run_default_order
 from hlo_go.passes.episode import Episode, ReplayError, record, replay, run_actions
 from hlo_go.passes.gym import PassOrderingEnv
-from hlo_go.passes.observe import observation_size, observe
-from hlo_go.passes.ppo import PassPolicy, PassPPOConfig, ppo_search
+from hlo_go.passes.observe import observation_size as observation_size
+from hlo_go.passes.observe import observe as observe
+from hlo_go.passes.ppo import PassPolicy as PassPolicy
+from hlo_go.passes.ppo import PassPPOConfig as PassPPOConfig
+from hlo_go.passes.ppo import ppo_search
 from hlo_go.passes.search import (
     SearchResult,
     beam_search,
     default_order,
-    default_single_compile,
     greedy_search,
     random_search,
 )
+from hlo_go.passes.search import default_single_compile as default_single_compile
 
 __all__ = [
-    "CACHE",
-    "DEFAULT_CONFIG",
-    "PREPARATION_PASSES",
-    "SPECS",
     "Episode",
     "OutputCheck",
     "PassAction",
     "PassEnvConfig",
     "PassOrderingEnv",
-    "PassPPOConfig",
-    "PassPolicy",
-    "PassSpec",
     "PassState",
-    "Reference",
     "ReplayError",
     "SearchResult",
     "UnknownPassError",
@@ -81,23 +76,13 @@ __all__ = [
     "beam_search",
     "check_outputs",
     "default_order",
-    "default_order_enabled",
     "default_sequence",
-    "default_single_compile",
-    "fingerprint",
-    "get_action",
     "greedy_search",
-    "observation_size",
-    "observe",
-    "placements",
     "ppo_search",
-    "prepare",
     "random_search",
     "record",
-    "reference_outputs",
     "replay",
     "reset",
     "run_actions",
-    "run_default_order",
     "step",
 ]

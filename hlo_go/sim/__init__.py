@@ -4,13 +4,12 @@ Public names::
 
     simulate(graph, cluster, decisions) -> SimResult      simulate_batch(graph, cluster, [d, ...])
     SimResult, Timeline                                    plot_timeline(result, path)
-    Cluster, Device, Link, LinkArrays, OP_CLASSES          get_cluster(name), names(), host_cpu(n)
-    load_cluster(path), cluster_from_dict, cluster_to_dict, ClusterFileError
-    op_classes, node_kinds, node_costs, NodeCosts          prepare, Prepared
-    KERNEL, VIEW, HOLDER, VIEW_OPCODES, HOLDER_OPCODES
-    HAVE_NUMBA (True when the sequential kernels run compiled by numba)
-    calibrate(profiles, base) -> Calibration   calibrate_subsets, calibrate_fused_matrix
-    ProfiledGraph, FusedCase
+    Cluster, Device, Link, OP_CLASSES                      get_cluster(name), names(), host_cpu(n)
+    load_cluster(path), ClusterFileError
+    calibrate(profiles, base) -> Calibration              ProfiledGraph
+
+The cost model's parts, batch preparation, cluster (de)serialization and the other
+calibration fits stay importable from here and from their modules but are not advertised.
 
 Module by concept: :mod:`~hlo_go.sim.cluster` (device and link types),
 :mod:`~hlo_go.sim.presets` (named clusters and their sources),
@@ -21,67 +20,48 @@ Module by concept: :mod:`~hlo_go.sim.cluster` (device and link types),
 (fitting a device to measured kernel times; measuring them is :mod:`hlo_go.calibration`'s).
 """
 
-from hlo_go.decisions._jit import HAVE_NUMBA
-from hlo_go.sim.calibrate import (
-    Calibration,
-    FusedCase,
-    ProfiledGraph,
-    calibrate,
-    calibrate_fused_matrix,
-    calibrate_subsets,
-)
-from hlo_go.sim.cluster import OP_CLASSES, Cluster, Device, Link, LinkArrays
-from hlo_go.sim.cost_model import (
-    HOLDER,
-    HOLDER_OPCODES,
-    KERNEL,
-    VIEW,
-    VIEW_OPCODES,
-    NodeCosts,
-    node_costs,
-    node_kinds,
-    op_classes,
-)
-from hlo_go.sim.loading import ClusterFileError, cluster_from_dict, cluster_to_dict, load_cluster
+from hlo_go.decisions._jit import HAVE_NUMBA as HAVE_NUMBA
+from hlo_go.sim.calibrate import Calibration, ProfiledGraph, calibrate
+from hlo_go.sim.calibrate import FusedCase as FusedCase
+from hlo_go.sim.calibrate import calibrate_fused_matrix as calibrate_fused_matrix
+from hlo_go.sim.calibrate import calibrate_subsets as calibrate_subsets
+from hlo_go.sim.cluster import OP_CLASSES, Cluster, Device, Link
+from hlo_go.sim.cluster import LinkArrays as LinkArrays
+from hlo_go.sim.cost_model import HOLDER as HOLDER
+from hlo_go.sim.cost_model import HOLDER_OPCODES as HOLDER_OPCODES
+from hlo_go.sim.cost_model import KERNEL as KERNEL
+from hlo_go.sim.cost_model import VIEW as VIEW
+from hlo_go.sim.cost_model import VIEW_OPCODES as VIEW_OPCODES
+from hlo_go.sim.cost_model import NodeCosts as NodeCosts
+from hlo_go.sim.cost_model import node_costs as node_costs
+from hlo_go.sim.cost_model import node_kinds as node_kinds
+from hlo_go.sim.cost_model import op_classes as op_classes
+from hlo_go.sim.loading import ClusterFileError, load_cluster
+from hlo_go.sim.loading import cluster_from_dict as cluster_from_dict
+from hlo_go.sim.loading import cluster_to_dict as cluster_to_dict
 from hlo_go.sim.plot import plot_timeline
 from hlo_go.sim.presets import get_cluster, host_cpu, names
 from hlo_go.sim.result import SimResult, Timeline
-from hlo_go.sim.simulate import Prepared, prepare, simulate, simulate_batch
+from hlo_go.sim.simulate import Prepared as Prepared
+from hlo_go.sim.simulate import prepare as prepare
+from hlo_go.sim.simulate import simulate, simulate_batch
 
 __all__ = [
-    "HAVE_NUMBA",
-    "HOLDER",
-    "HOLDER_OPCODES",
-    "KERNEL",
     "OP_CLASSES",
-    "VIEW",
-    "VIEW_OPCODES",
     "Calibration",
     "Cluster",
     "ClusterFileError",
     "Device",
-    "FusedCase",
     "Link",
-    "LinkArrays",
-    "NodeCosts",
-    "Prepared",
     "ProfiledGraph",
     "SimResult",
     "Timeline",
     "calibrate",
-    "calibrate_fused_matrix",
-    "calibrate_subsets",
-    "cluster_from_dict",
-    "cluster_to_dict",
     "get_cluster",
     "host_cpu",
     "load_cluster",
     "names",
-    "node_costs",
-    "node_kinds",
-    "op_classes",
     "plot_timeline",
-    "prepare",
     "simulate",
     "simulate_batch",
 ]
