@@ -175,7 +175,7 @@ HOST_CORE = Device(
     launch_overhead=1.5 * US,
     transcendentals_per_s=2 * G,
 )
-# HOST_CORE calibrated on this host (python -m hlo_go.calibration.validation, 2026-11-24; the host
+# HOST_CORE calibrated on this host (python -m hlo_go.calibration, 2026-11-24; the host
 # now reports AMD EPYC family 25 model 17, AVX-512): fitted to 15,040 kernels of 18 corpus
 # training steps compiled by XLA (per-thunk trace events, one pinned core, CPU time) and
 # their step times, dots and convolutions as separate classes; launch overhead = 0.87 us
