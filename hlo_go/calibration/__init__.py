@@ -11,10 +11,10 @@ Public names::
 
 Module by concept: :mod:`~hlo_go.calibration.profiles` (measured kernel times aligned with
 their graph), :mod:`~hlo_go.calibration.variants` (fusion variants compiled and timed),
-:mod:`~hlo_go.calibration.validation` (predictions against measurements; the report is
-``python -m hlo_go.calibration``, :mod:`~hlo_go.calibration.__main__`), :mod:`~hlo_go.calibration.plot`
-(its figure), :mod:`~hlo_go.calibration.runtime` (the MPMD runtime's dispatch and
-transfer overheads). The fit itself is :func:`hlo_go.sim.calibrate`.
+:mod:`~hlo_go.calibration.validation` (predictions against measurements),
+:mod:`~hlo_go.calibration.__main__` (the report: ``python -m hlo_go.calibration``),
+:mod:`~hlo_go.calibration.plot` (its figure), :mod:`~hlo_go.calibration.runtime` (the MPMD
+runtime's dispatch and transfer overheads). The fit itself is :func:`hlo_go.sim.calibrate`.
 """
 
 from hlo_go.calibration.profiles import measure_workload, profiled_graph
