@@ -15,7 +15,7 @@ and PPO may then train it on the simulator's cost
 :func:`hlo_go.sharding.learned.save_policy`; the report gives each training graph's
 teacher, prior and trained-decode costs.
 
-The shipped policy (``hlo_go/pretrained/sharding.msgpack``) was trained on this host in two
+The shipped policy (``hlo_go/pretrained/sharding.msgpack``) was trained in two
 runs, the second continuing the first (``--init``)::
 
     python -m hlo_go.sharding.pretrain gpt2_l4 bert_l4 transformer_xl_l4 resnet_50 \\
