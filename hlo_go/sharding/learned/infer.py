@@ -26,7 +26,7 @@ from hlo_go.sharding.simulate import fits_memory
 from hlo_go.sharding.strategies import MAX_STRATEGIES
 
 DEFAULT_SAMPLES = 8
-"""Samples :func:`policy_method` draws zero-shot besides the greedy decode."""
+"""Samples :func:`~hlo_go.sharding.learned.policy_method` draws zero-shot besides the greedy decode."""
 
 GUIDE_WEIGHTS: tuple[float, ...] = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0)
 """The weights ``λ`` of :func:`guided_choices` that the ``"policy"`` method tries."""
@@ -36,7 +36,7 @@ GUIDED_DESCENT_ROUNDS = 20
 
 
 def _prior_actions(inputs: ShardingInput) -> np.ndarray:
-    """The prior's per-node actions on ``inputs``' action problem (see :func:`prior_choice`):
+    """The prior's per-node actions on ``inputs``' action problem (see :func:`~hlo_go.sharding.learned.prior_choice`):
     the hint its features were computed with, or else computed now."""
     if inputs.hint is not None:
         return inputs.hint
@@ -113,7 +113,7 @@ def shard_with_policy(
         first) of the greedy decode and ``samples`` samples.
       seed: PRNG seed of the samples.
       config: the configuration ``params`` belong to (default :class:`ShardingPolicyConfig`).
-      with_prior: also consider the prior's choice (:func:`prior_choice`), so that the
+      with_prior: also consider the prior's choice (:func:`~hlo_go.sharding.learned.prior_choice`), so that the
         result is never costlier than it (a trained policy that leaves its prior where
         that does not pay on an unseen graph falls back to it).
       guide_weights: also consider :func:`guided_choices` with these weights.

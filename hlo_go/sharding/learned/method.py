@@ -49,7 +49,7 @@ def policy_method(
         (:func:`shard_with_policy`).
       with_prior: the prior's choice is a candidate too (:func:`shard_with_policy`).
       guide_weights: so are the policy-guided greedy's choices with these weights
-        (:func:`guided_choices`).
+        (:func:`~hlo_go.sharding.learned.guided_choices`).
       finetune_steps: 0 decodes zero-shot; else PPO fine-tunes the parameters on ``sg``
         for this many steps (≤ :data:`~hlo_go.sharding.learned.MAX_FINETUNE_STEPS`) first, and the best of the
         fine-tuning's choices and the fine-tuned parameters' decode (as zero-shot:

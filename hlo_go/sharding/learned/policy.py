@@ -28,7 +28,7 @@ class ShardingPolicy:
 
     Each jitted function compiles once per bucket (:func:`hlo_go.gonet.policy_bucket`)
     and per sample count; :attr:`trace_counts` counts the traces. PPO updates are
-    :class:`ShardingLearner`'s.
+    :class:`~hlo_go.sharding.learned.ShardingLearner`'s.
 
     Args:
       config: network sizes and reward settings.

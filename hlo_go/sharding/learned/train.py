@@ -84,7 +84,7 @@ class _GraphState:
     def local_advantages(self, actions: np.ndarray) -> np.ndarray:
         """Per-node advantages ``float64[S, n]`` of actions ``[S, n]`` (local credit).
 
-        Costs are those of the action problem (:class:`ActionProblem`: the reduced core,
+        Costs are those of the action problem (:class:`~hlo_go.sharding.learned.ActionProblem`: the reduced core,
         or the full problem), whose total differs from the full choice's by a constant.
 
         Node ``v``'s cost in sample ``s`` is its node cost plus the cost of every edge it
