@@ -6,7 +6,7 @@ Transformer-XL), CNNs (ResNet) and an RNN LM; ``--quick``: the MLP and ``gpt2_l2
 Methods: ``replicated``, ``dp`` (data parallel), ``megatron``, ``greedy``,
 ``core-greedy`` (the policy's prior), ``core-greedy-refined`` (the prior refined like the
 policy's choice: the ablation), ``ilp`` (OR-Tools CP-SAT, ``ILP_TIME_LIMIT_S``) and
-``policy`` (the learned sharding policy of :mod:`hlo_go.sharding.policy`, its choice
+``policy`` (the learned sharding policy of :mod:`hlo_go.sharding.learned`, its choice
 refined by :mod:`hlo_go.sharding.refine`).
 
 * Simulated (:func:`hlo_go.sharding.simulate_sharding`) on ``h100x8`` (mesh 2x4) and

@@ -1,4 +1,4 @@
-"""Imitation pre-training of the sharding policy (hlo_go.sharding.imitation).
+"""Imitation pre-training of the sharding policy (hlo_go.sharding.learned.imitation).
 
 Same tiny attention + MLP training step and shrunk network as test_sharding_policy.
 """
@@ -14,14 +14,14 @@ from test_sharding_policy import SMALL, _step_text
 
 from hlo_go.hlo import parse_hlo
 from hlo_go.sharding import Mesh, build_sharding, get, total_cost
-from hlo_go.sharding.imitation import (
+from hlo_go.sharding.learned import policy_for, shard_with_policy
+from hlo_go.sharding.learned.imitation import (
     ImitationExample,
     _Imitator,
     imitation_targets,
     teacher_gap,
     train_imitation,
 )
-from hlo_go.sharding.policy import policy_for, shard_with_policy
 from hlo_go.sim import get_cluster
 
 
@@ -108,12 +108,13 @@ def test_rejects_bad_arguments(sg):
         train_imitation([ImitationExample("s", sg, get("greedy")(sg))], steps=0, config=SMALL)
 
 
-def test_pretrain_cli_continues_from_a_policy(tmp_path, capsys):
+def test_pretrain_cli_continues_from_a_policy(tmp_path, caplog):
     """``--init`` starts the imitation from a saved policy, in its configuration; the
     report gives each graph's teacher, prior, decode and guided costs."""
     import json
+    import logging
 
-    from hlo_go.sharding.policy import load_policy, save_policy
+    from hlo_go.sharding.learned import load_policy, save_policy
     from hlo_go.sharding.pretrain import main
 
     hlo = tmp_path / "step.hlo"
@@ -123,6 +124,7 @@ def test_pretrain_cli_continues_from_a_policy(tmp_path, capsys):
         tmp_path / "start.msgpack", policy_for(SMALL).init(jax.random.key(0), sg_), SMALL
     )
     out, report = tmp_path / "out.msgpack", tmp_path / "report.json"
+    caplog.set_level(logging.INFO, logger="hlo_go.sharding.pretrain")
     argv = [str(hlo), "--clusters", "h100x8:2x4", "--teacher-time-limit", "5"]
     argv += ["--imitation-steps", "2", "--init", str(start), "--out", str(out)]
     assert main([*argv, "--report", str(report)]) == 0
@@ -131,8 +133,8 @@ def test_pretrain_cli_continues_from_a_policy(tmp_path, capsys):
     (row,) = json.loads(report.read_text())["graphs"].values()
     assert row["teacher_cost"] <= row["prior_cost"] * (1 + 1e-9)  # the teacher is never worse
     assert np.isfinite([row["policy_cost"], row["guided_cost"]]).all()
-    assert "guided" in capsys.readouterr().out
+    assert "guided" in caplog.text
+    caplog.clear()
     (tmp_path / "bad.msgpack").write_bytes(b"\x80")
     argv[argv.index(str(start))] = str(tmp_path / "bad.msgpack")
-    assert main(argv) == 2
-    assert "--init" in capsys.readouterr().err
+    assert main(argv) == 2 and "--init" in caplog.text

@@ -1,4 +1,4 @@
-"""The learned sharding policy (hlo_go.sharding.policy) on a tiny MLP training step.
+"""The learned sharding policy (hlo_go.sharding.learned) on a tiny MLP training step.
 
 The module is the SGD step of a self-attention layer and a 2-layer MLP, lowered by
 ``jax.jit`` (unoptimized HLO) and sharded on a 2x4 mesh of the h100x8 preset (its reduced
@@ -18,8 +18,7 @@ import pytest
 from hlo_go.gonet import MASKED_LOGIT, PolicyConfig
 from hlo_go.hlo import parse_hlo
 from hlo_go.sharding import Mesh, build_sharding, get, total_cost
-from hlo_go.sharding.policy import (
-    MAX_STRATEGIES,
+from hlo_go.sharding.learned import (
     NODE_FEATURE_NAMES,
     STRATEGY_FEATURE_NAMES,
     ShardingPolicyConfig,
@@ -35,6 +34,7 @@ from hlo_go.sharding.policy import (
     strategy_features,
     train_sharding_policy,
 )
+from hlo_go.sharding.strategies import MAX_STRATEGIES
 from hlo_go.sim import get_cluster
 
 # Shrunk to compile fast; the core action space with local credit (the defaults) and no
@@ -244,7 +244,7 @@ def test_log_probs_are_the_networks_normalized_over_valid_strategies(sg, params)
 
 def test_guided_choices_run_greedy_on_biased_costs_then_descend(sg, params):
     from hlo_go.sharding.greedy import solve_greedy
-    from hlo_go.sharding.policy import GUIDED_DESCENT_ROUNDS, guided_choices
+    from hlo_go.sharding.learned import GUIDED_DESCENT_ROUNDS, guided_choices
 
     action = action_problem(sg, SMALL)
     # λ = 0: greedy's own choice on the action problem, then descent on the true costs.
@@ -307,3 +307,58 @@ def test_config_round_trip_and_checks():
         ShardingPolicyConfig(prior="greedy", greedy_features=False)
     with pytest.raises(ValueError):
         ShardingPolicyConfig(credit="nope")
+
+
+def test_shipped_policy_is_the_pretrained_file():
+    from hlo_go.pretrained import sharding_policy_path
+    from hlo_go.sharding.learned import load_policy
+
+    path = sharding_policy_path()
+    assert path.name == "sharding.msgpack" and path.parent.name == "pretrained"
+    _, config = load_policy(path)
+    assert config == shipped_policy()[1]
+
+
+def test_unknown_reference_method_is_named(sg):
+    with pytest.raises(KeyError, match="nope"):
+        train_sharding_policy(
+            [sg], steps=1, samples=2, config=dataclasses.replace(SMALL, reference="nope"),
+            progress=False,
+        )  # fmt: skip
+
+
+def test_deprecated_policy_module_warns_and_re_exports():
+    import importlib
+    import sys
+
+    import hlo_go.sharding.learned as learned
+
+    for name in ("hlo_go.sharding.policy", "hlo_go.sharding.imitation"):
+        sys.modules.pop(name, None)
+        with pytest.warns(DeprecationWarning, match="hlo_go.sharding.learned"):
+            module = importlib.import_module(name)
+        assert module.train_imitation is learned.train_imitation
+    assert sys.modules["hlo_go.sharding.policy"].policy_method is learned.policy_method
+
+
+def test_learned_never_imports_the_methods_registry():
+    """Method registration is sharding.methods' (above learned/): no import of it, at
+    module level or inside a function, from any module of learned/."""
+    import ast
+    from pathlib import Path
+
+    import hlo_go.sharding.learned as learned
+
+    for path in Path(learned.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            assert not any(
+                n.startswith(("hlo_go.sharding.methods", "hlo_go.sharding.policy"))
+                or n == "hlo_go.sharding"
+                for n in names
+            ), f"{path.name} imports {names}"

@@ -136,7 +136,7 @@ def gpt2_tpu():
 
 def test_refined_prior_and_policy_on_a_transformer(gpt2_tpu):
     from hlo_go.sharding import fit_memory, fits_memory, get, simulate_sharding
-    from hlo_go.sharding.policy import policy_method, prior_choice, refined
+    from hlo_go.sharding.learned import policy_method, prior_choice, refined
 
     sg = gpt2_tpu
     prior = prior_choice(sg)

@@ -12,7 +12,7 @@ Each shipped policy is a small checkpoint (parameters only, no optimizer state) 
 policy; the commands that trained these are in that module's docstring.
 
 Beside them, ``sharding.msgpack`` is the pre-trained SPMD sharding policy
-(:mod:`hlo_go.sharding.policy`, written by :mod:`hlo_go.sharding.pretrain`; its
+(:mod:`hlo_go.sharding.learned`, written by :mod:`hlo_go.sharding.pretrain`; its
 docstring has the command): what ``hlo-go shard --method policy`` decodes zero-shot.
 """
 
@@ -29,12 +29,12 @@ SHIPPED: dict[str, str] = {
 }
 # The name "default" stands for this shipped policy.
 DEFAULT = "v100x4"
-# The shipped sharding policy's file (a hlo_go.sharding.policy.save_policy file).
+# The shipped sharding policy's file (a hlo_go.sharding.learned.save_policy file).
 SHARDING = "sharding.msgpack"
 
 
 def sharding_policy_path() -> Path:
-    """The shipped sharding policy's file (:func:`hlo_go.sharding.policy.shipped_policy`)."""
+    """The shipped sharding policy's file (:func:`hlo_go.sharding.learned.shipped_policy`)."""
     path = Path(__file__).with_name(SHARDING)
     if not path.is_file():
         raise FileNotFoundError(

@@ -34,8 +34,7 @@ resolution of all others: forbid with ``+inf`` instead.
 
 CP-SAT runs silently with ``num_workers`` = the usable cores and the given seed.
 Below 8 workers its default portfolio lacks the full-LP worker (``max_lp``), which
-closes the gap fastest on these models (a random 2,000-node DAG, K ≤ 8, on 2 cores:
-optimal in 0.9 s with it, not proved within 20 s without), so the workers are then
+closes the gap fastest on these models (``docs/sharding.md``), so the workers are then
 named explicitly, ``max_lp`` first. Models of 20k variables or more get a single
 presolve pass without probing. The starting choice becomes a complete solution hint
 (where the reductions pruned its strategy at a core node, the cheapest remaining one
@@ -74,8 +73,7 @@ _MEMORY_RANGE = 2.0**40
 # then the default LP search and core-based lower bounding.
 _CP_SAT_SUBSOLVERS = ("max_lp", "default_lp", "core", "reduced_costs", "quick_restart", "no_lp")
 # From this many variables CP-SAT presolves once and without probing: its default presolve
-# took half of a 60 s limit on a 1M-variable model (and 2.6 s vs 0.9 s at 52k variables,
-# where the lighter one also proved optimality sooner: 16 s vs 19 s, 2 cores).
+# costs more time than it saves on large models (docs/sharding.md).
 _LIGHT_PRESOLVE_VARS = 20_000
 _MIP_SOLVERS = {"scip": "SCIP", "cbc": "CBC"}
 

@@ -9,13 +9,13 @@
 For each corpus graph (unoptimized stage) or HLO file and each ``cluster:mesh``, the
 sharding graph is built, the ILP (:func:`hlo_go.sharding.methods.ilp`, CP-SAT, time
 limit) solves it as the teacher (solutions cached in ``--teachers``, so a rerun reuses
-them), the policy imitates the teachers (:func:`hlo_go.sharding.imitation.train_imitation`)
+them), the policy imitates the teachers (:func:`hlo_go.sharding.learned.train_imitation`)
 and PPO may then train it on the simulator's cost
-(:func:`hlo_go.sharding.policy.train_sharding_policy`). The result is written with
-:func:`hlo_go.sharding.policy.save_policy`; the report gives each training graph's
+(:func:`hlo_go.sharding.learned.train_sharding_policy`). The result is written with
+:func:`hlo_go.sharding.learned.save_policy`; the report gives each training graph's
 teacher, prior and trained-decode costs.
 
-The shipped policy (``hlo_go/pretrained/sharding.msgpack``) was trained on this host in two
+The shipped policy (``hlo_go/pretrained/sharding.msgpack``) was trained in two
 runs, the second continuing the first (``--init``)::
 
     python -m hlo_go.sharding.pretrain gpt2_l4 bert_l4 transformer_xl_l4 resnet_50 \\
@@ -29,34 +29,20 @@ runs, the second continuing the first (``--init``)::
         --out hlo_go/pretrained/sharding.msgpack --report benchmarks/results/sharding_pretrain.json
 
 None of those graphs is one the ``shard`` benchmark evaluates on (``mlp``, ``gpt2_l2``,
-``bert_l2``, ``transformer_xl_l2``, ``resnet_26``, ``gpt2_l8``). The teachers are CP-SAT
-runs of up to 300 s each on 2 cores (14 graph × mesh pairs; the cache git ignores keeps
-them, and a fresh machine solves them again: time-limited CP-SAT runs with several
-workers may end at other choices). Most are far below the prior:
-resnet_50 on h100x8 7.71 ms against 11.26, inception_v3_small on tpu-v4-8 1.67 against
-5.38; only rnnlm_l2_scan's and wavenet_s2 tpu-v4-8's are within 1 %. The two imitation
-runs took 8 and 10 minutes.
+``bert_l2``, ``transformer_xl_l2``, ``resnet_26``, ``gpt2_l8``). What the two runs gave
+(teachers against the prior, the network's decode against the policy-guided greedy) is
+in ``docs/sharding.md`` and ``benchmarks/results/sharding_pretrain.json``.
 
-What the report shows: the network's own decode is *costlier* than the prior on every
-training pair but inception_v3_small's two (e.g. resnet_50 h100x8 19.7 ms), although it
-picks the teacher's strategy at 72-99 % of the decided nodes after the second run. An
-independent choice per node that is right on three nodes in four mixes layouts, and
-every seam pays a resharding. The policy-guided greedy (:func:`guided_choices`), which
-decides each node given its decided neighbours while leaning on the network, repairs
-that: below the prior on 8 of the 14 pairs (inception_v3_small h100x8 9.02 ms, below
-its teacher's 9.05; resnet_50 tpu-v4-8 10.36 against the prior's 10.74), and the
-``policy`` method keeps the cheapest of the decode, samples, the prior and the guided
-choices.
-
-Before, the shipped policy imitated 60-second teachers, which on 2 cores were mostly
-the prior itself (CP-SAT starts from the cheapest of greedy, core-greedy and data
-parallel), so it never saw an optimum such as resnet_26's channel split.
+This module sits above :mod:`hlo_go.sharding.methods` (its teacher is the ``ilp``
+method) and :mod:`hlo_go.sharding.learned` (what it trains); progress and the report
+table go to the ``hlo_go.sharding.pretrain`` logger.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import time
 from collections.abc import Sequence
@@ -67,18 +53,23 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from hlo_go.sharding.build import ShardingGraph, build_sharding
-from hlo_go.sharding.imitation import ImitationExample, train_imitation
-from hlo_go.sharding.mesh import Mesh
-from hlo_go.sharding.policy import (
+from hlo_go.sharding.learned import (
+    ImitationExample,
     ShardingPolicyConfig,
     guided_choices,
     load_policy,
     prior_choice,
     save_policy,
     shard_with_policy,
+    train_imitation,
     train_sharding_policy,
 )
+from hlo_go.sharding.mesh import Mesh
+from hlo_go.sharding.methods import ilp
 from hlo_go.sharding.problem import total_cost
+from hlo_go.sim import get_cluster
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_CLUSTERS = "h100x8:2x4,tpu-v4-8:2x2"
 
@@ -102,7 +93,6 @@ def training_graphs(
     sources: Sequence[str], clusters: Sequence[tuple[str, str]], *, stage: str = "unoptimized"
 ) -> list[tuple[str, ShardingGraph]]:
     """``("SOURCE@CLUSTER", sharding graph)`` for every source and ``(cluster, mesh)``."""
-    from hlo_go.sim import get_cluster
     from hlo_go.sim.cli import load_module
 
     out = []
@@ -132,8 +122,6 @@ def solve_teachers(
     that is better. The cache holds the ILP's choices; a cached one is reused only if it
     still fits its graph (same node count, each strategy within range).
     """
-    from hlo_go.sharding.methods import ilp
-
     stored: dict[str, np.ndarray] = {}
     if cache is not None and cache.exists():
         with np.load(cache) as data:
@@ -234,14 +222,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         clusters = parse_clusters(args.clusters)
         graphs = training_graphs(args.graphs, clusters, stage=args.stage)
     except (KeyError, ValueError, FileNotFoundError) as error:
-        print(f"error: {error}", file=sys.stderr)
+        logger.error("error: %s", error)
         return 2
     init, init_config = None, None
     if args.init is not None:
         try:
             init, init_config = load_policy(args.init)
         except (OSError, ValueError) as error:
-            print(f"error: --init {args.init}: {error}", file=sys.stderr)
+            logger.error("error: --init %s: %s", args.init, error)
             return 2
     teachers = solve_teachers(graphs, time_limit_s=args.teacher_time_limit, cache=args.teachers)
     params, config, report = pretrain(
@@ -250,18 +238,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     )  # fmt: skip
     save_policy(args.out, params, config)
     columns = ("teacher_cost", "prior_cost", "policy_cost", "guided_cost")
-    print(
-        f"{'graph':34s} {'nodes':>6s} {'teacher':>9s} {'prior':>9s} {'decode':>9s} {'guided':>9s}"
+    logger.info(
+        "%-34s %6s %9s %9s %9s %9s", "graph", "nodes", "teacher", "prior", "decode", "guided"
     )
     for name, row in report["graphs"].items():
         costs = " ".join(f"{row[k] * 1e3:9.3f}" for k in columns)
-        print(f"{name:34s} {row['nodes']:6d} {costs}")
-    print(f"wrote {args.out} ({time.perf_counter() - started:.0f} s)")
+        logger.info("%-34s %6d %s", name, row["nodes"], costs)
+    logger.info("wrote %s (%.0f s)", args.out, time.perf_counter() - started)
     if args.report:
         args.report.write_text(json.dumps(report, indent=1, default=float))
-        print(f"wrote {args.report}")
+        logger.info("wrote %s", args.report)
     return 0
 
 
 if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
     sys.exit(main())

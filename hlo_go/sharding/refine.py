@@ -14,8 +14,8 @@ sweep the graph until a sweep improves nothing or the time limit is reached.
 The moves are what coordinate descent (:func:`~hlo_go.sharding.solve_greedy`) cannot
 make: switching a whole block of nodes to another layout at once, where switching any
 one of them alone pays resharding at its seams. The result is never costlier than the
-start, and depends on it: from the learned policy's choice it ends in a different local
-optimum than from greedy's (BERT-2 on ``h100x8``: 2.23 ms against 2.42 ms).
+start, and depends on it: from the learned policy's choice it may end in a different
+local optimum than from greedy's (``docs/sharding.md``).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ MAX_ELIMINATION_ENTRIES = 4_000_000
 DEFAULT_WINDOW = 100
 # A too-wide window is halved down to this many nodes, then left as it is.
 MIN_WINDOW = 16
-# Seconds a refinement may take by default (ResNet-26 and GPT-2 8-layer: 1-2 s).
+# Seconds a refinement may take by default.
 DEFAULT_REFINE_S = 5.0
 
 
