@@ -443,3 +443,22 @@ def test_baseline_command(tmp_path, capsys):
     assert "unknown baseline 'nope'" in capsys.readouterr().out
     assert main(["baseline", "no_such_graph", "--cluster", "v100x4", "--method", "metis"]) == 2
     assert "neither an HLO file nor a corpus graph" in capsys.readouterr().out
+
+
+def test_speedups_are_geometric_means_over_the_graphs_both_ran_on():
+    from hlo_go.baselines.report import BaselineRow, speedups
+
+    def row(graph: str, method: str, step_time: float) -> BaselineRow:
+        return BaselineRow(graph, "c", method, step_time, False, 0.0, 1, 0, 1, 0, None)
+
+    rows = [
+        row("a", "single-device", 4.0),
+        row("b", "single-device", 9.0),
+        row("a", "m", 1.0),  # 4x
+        row("b", "m", 9.0),  # 1x
+        row("b", "n", 3.0),  # 3x, only on b
+        row("z", "n", 1.0),  # no reference on z: left out
+    ]
+    got = speedups(rows)
+    assert list(got) == ["single-device", "m", "n"]
+    assert got == pytest.approx({"single-device": 1.0, "m": 2.0, "n": 3.0})

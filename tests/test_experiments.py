@@ -67,9 +67,11 @@ def test_convergence_quick(tmp_path: Path):
     for curve in run["curves"].values():
         best = curve["best_step_time"]
         assert all(b <= a * (1 + 1e-12) for a, b in itertools.pairwise(best))
-    # HDP and SA ran for about GO-one's wall-clock (never far past it).
+    # HDP and SA ran, with GO-one's wall-clock as their limit (that a search stops at
+    # its limit is tested without timing in test_baselines.py and test_hdp.py).
+    assert run["wall_clock_s"] > 0
     for label in ("HDP", "SA"):
-        assert run["curves"][label]["seconds"][-1] <= run["wall_clock_s"] * 1.5 + 5
+        assert run["curves"][label]["evaluations"][-1] >= 1
 
 
 def test_measured_quick(tmp_path: Path):

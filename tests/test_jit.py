@@ -4,6 +4,7 @@ on disk across processes, pytrees, static and donated arguments."""
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 import textwrap
@@ -105,25 +106,44 @@ def test_donated_arguments_survive_checking_and_are_consumed_by_the_call(tmp_pat
     np.testing.assert_allclose(got[1], want[1])
     assert f.records[0].correct is True
     assert not d.is_deleted()
-    if jax.devices()[0].platform == "cpu" and s.is_deleted():  # CPU honours donation
-        with pytest.raises(RuntimeError):
-            np.asarray(s)
 
 
-def test_measured_verdict_is_never_slower_than_what_jax_jit_measured(tmp_path):
+@pytest.mark.xfail(
+    strict=True,
+    reason="the lowered executable does not alias donated inputs: jax.jit consumes the "
+    "donated buffer on CPU, ours leaves it alive (found when this check stopped being "
+    "skipped whenever it failed)",
+)
+def test_donated_argument_is_consumed_by_the_call_as_jax_jit_consumes_it(tmp_path):
+    fun = lambda s, d: (s * 2.0 + d, s.sum())  # noqa: E731
+    d = jnp.ones((8, 8))
+    s = jnp.arange(64.0).reshape(8, 8)
+    jax.jit(fun, donate_argnums=0)(s, d)
+    assert s.is_deleted()  # jax.jit on this backend honours donation
+    f = hlo_go.jit(fun, donate_argnums=0, options=Options(cache_dir=tmp_path, **FAST))
+    s = jnp.arange(64.0).reshape(8, 8)
+    f(s, d)
+    assert f.records[0].kept == HLO_GO
+    assert s.is_deleted()
+    with pytest.raises(RuntimeError):
+        np.asarray(s)
+
+
+def test_a_measured_loss_keeps_jax_jit_and_says_why(tmp_path):
+    # min_gain 0.99: ours is kept only if 100x faster than jax.jit, which no fusion of
+    # this step is; the verdict must be jax.jit's executable, with both medians measured.
     f = hlo_go.jit(
         mlp_step,
-        options=Options(cache_dir=tmp_path, policy="no-fusion", repeats=5, min_gain=0.5),
+        options=Options(cache_dir=tmp_path, policy="no-fusion", repeats=5, min_gain=0.99),
     )
     params, batch = mlp_args()
     assert_same(f(params, batch), jax.jit(mlp_step)(params, batch))
     (record,) = f.records
     assert record.jit_time_s and record.hlo_go_time_s
-    # Kept only if at least 2x faster (min_gain 0.5): otherwise jax.jit, and it says why.
-    if record.kept == HLO_GO:
-        assert record.hlo_go_time_s <= 0.5 * record.jit_time_s
-    else:
-        assert "not faster than jax.jit" in record.reason
+    assert record.kept == JAX_JIT, record.describe()
+    assert record.hlo_go_time_s > 0.01 * record.jit_time_s
+    assert "not faster than jax.jit by 99%" in record.reason
+    assert f.executable_for(params, batch) is f.jitted
 
 
 def test_unknown_method_falls_back_with_a_reason(tmp_path):
@@ -212,6 +232,25 @@ def test_decisions_are_reused_by_a_second_process(tmp_path, policy):
     assert second["fingerprint"] == first["fingerprint"]
     assert second["sum"] == pytest.approx(first["sum"], rel=1e-6)
     assert (tmp_path / f"{first['fingerprint']}.npz").is_file()
+
+
+def test_each_decision_is_logged_and_verbose_is_deprecated(tmp_path, caplog):
+    params, batch = mlp_args()
+    f = hlo_go.jit(mlp_step, options=Options(cache_dir=tmp_path, **FAST))
+    with caplog.at_level(logging.INFO, logger="hlo_go.api.jit"):
+        f(params, batch)
+        f(params, batch)  # the same signature: nothing decided, nothing logged
+    (entry,) = [r for r in caplog.records if r.name == "hlo_go.api.jit"]
+    assert entry.levelno == logging.INFO
+    assert entry.getMessage().startswith("hlo_go.jit(mlp_step) signature")
+    assert "kept hlo-go" in entry.getMessage()
+    caplog.clear()
+    with pytest.warns(DeprecationWarning, match="verbose"):
+        options = Options(cache_dir=tmp_path, verbose=True, **FAST)
+    with caplog.at_level(logging.WARNING, logger="hlo_go.api.jit"):
+        hlo_go.jit(mlp_step, options=options)(params, batch)
+    (entry,) = [r for r in caplog.records if r.name == "hlo_go.api.jit"]
+    assert entry.levelno == logging.WARNING and "kept hlo-go" in entry.getMessage()
 
 
 def test_options_are_validated():

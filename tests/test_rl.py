@@ -35,7 +35,7 @@ from hlo_go.rl import (
     reward,
     train_one,
 )
-from hlo_go.rl.metrics import crc32c
+from hlo_go.rl.metrics import EventFileWriter, MetricsLogger
 from hlo_go.sim import Cluster, Link, get_cluster, simulate
 from hlo_go.sim.presets import V100_SXM2
 
@@ -424,7 +424,55 @@ def test_bad_inputs(graph, tmp_path):
         TrainConfig(tasks=("placement", "sharding"))
     with pytest.raises(ValueError, match="max_devices"):
         train_one(graph, get_cluster("v100x8"), steps=1, out_dir=tmp_path, config=_tiny_config())
-    assert crc32c(b"123456789") == 0xE3069283
+
+
+def test_metrics_go_to_csv_and_tensorboard_event_files(tmp_path):
+    from tensorboardX.proto.event_pb2 import Event, SessionLog
+
+    logger = MetricsLogger(tmp_path, ["step", "graph", "loss"])
+    for step in range(3):
+        logger.log(step, {"step": step, "graph": "g", "loss": 0.5 * step, "nan": math.nan})
+    logger.close()
+    first = logger.tensorboard.path
+    # Non-finite scalars are skipped; the CSV writes only its columns.
+    assert read_events(first) == [(0, {"g/loss": 0.0}), (1, {"g/loss": 0.5}), (2, {"g/loss": 1.0})]
+    # Resuming at step 2 drops later CSV rows and asks TensorBoard to purge later events.
+    logger = MetricsLogger(tmp_path, ["step", "graph", "loss"], resume_step=2)
+    logger.log(2, {"step": 2, "graph": "g", "loss": 3.0})
+    logger.close()
+    second = logger.tensorboard.path
+    assert second != first and first.exists()
+    assert [r["loss"] for r in read_metrics(tmp_path)] == ["0.0", "0.5", "3.0"]
+    assert read_events(second) == [(2, {"g/loss": 3.0})]
+    purge = [
+        e.step
+        for e in map(Event.FromString, _tfrecord_payloads(second))
+        if e.session_log.status == SessionLog.START
+    ]
+    assert purge == [2]
+    # A corrupt record is a named error, not a wrong value.
+    data = bytearray(second.read_bytes())
+    data[-6] ^= 0xFF
+    second.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="CRC"):
+        read_events(second)
+    writer = EventFileWriter(tmp_path / "tb2")
+    writer.scalars(7, {"a": 1.0, "b": math.inf, "c": 2})
+    writer.close()
+    assert read_events(writer.path) == [(7, {"a": 1.0, "c": 2.0})]
+
+
+def _tfrecord_payloads(path):
+    from hlo_go.rl.metrics import _records
+
+    return list(_records(path.read_bytes(), path))
+
+
+def test_deprecated_crc_aliases_warn_and_work():
+    import hlo_go.rl.metrics as metrics
+
+    with pytest.warns(DeprecationWarning, match="tensorboardX"):
+        assert metrics.crc32c(b"123456789") == 0xE3069283
 
 
 # -- CLI --------------------------------------------------------------------------------------

@@ -311,12 +311,12 @@ def test_cp_sat_and_scip_agree_on_a_random_dag():
     assert 0 < cp_sat.reduced_nodes < 300
 
 
-def test_random_tree_of_2000_nodes_solves_fast():
+def test_random_tree_of_2000_nodes_solves_to_optimality():
+    # Solve times of graphs of this size are benchmarks/bench_shard.py's (LARGE_NODES).
     problem = random_problem(2000, 8, seed=2, extra=0.0, window=20)
     result = solve_ilp(problem, time_limit_s=30)
     assert result.status == "optimal"
     assert result.reduced_nodes == 0
-    assert result.solve_s < 5.0
     assert result.cost <= total_cost(problem, solve_greedy(problem)) + 1e-9
 
 

@@ -334,23 +334,12 @@ def test_invalid_decisions_are_refused():
 # Invariants on corpus graphs.
 
 
-def _corpus_graphs() -> list[str]:
-    try:
-        from hlo_go import corpus
-
-        available = set(corpus.names())
-    except Exception:
-        return []
-    wanted = ["bert_l2", "rnnlm_l2_scan", "resnet_26", "transformer_xl_l2", "wavenet_s2"]
-    return [name for name in wanted if name in available]
+# Graphs of the bundled corpus: one missing is a failure, not a skip.
+CORPUS_GRAPHS = ("bert_l2", "rnnlm_l2_scan", "resnet_26", "transformer_xl_l2", "wavenet_s2")
 
 
-@pytest.fixture(scope="module", params=_corpus_graphs() or ["generated"])
+@pytest.fixture(scope="module", params=CORPUS_GRAPHS)
 def corpus_graph(request: pytest.FixtureRequest) -> OpGraph:
-    if request.param == "generated":
-        import hlo_samples  # noqa: F401 - only to skip cleanly without the sample registry
-
-        pytest.skip("no corpus available")
     from hlo_go import corpus
 
     return build_graph(corpus.load(request.param, "prefusion"))

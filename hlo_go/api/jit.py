@@ -25,6 +25,7 @@ signature lookup.
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import time
 from collections.abc import Callable, Hashable, Iterable, Sequence
@@ -40,6 +41,8 @@ from hlo_go.api.record import HLO_GO, JAX_JIT, Record
 from hlo_go.api.signature import Signature, resolve_static
 from hlo_go.decisions import Decisions
 from hlo_go.xla import Program, Timing, outputs_match, time_interleaved
+
+logger = logging.getLogger(__name__)
 
 # Measuring: a timed sample of a short function is several calls, about this long...
 SAMPLE_S = 0.01
@@ -136,10 +139,12 @@ class OptimizedFunction:
         except Exception as error:  # never wrong: every failure falls back to jax.jit
             reason = f"fell back: {type(error).__name__}: {str(error).strip()[:500]}"
             entry = _Entry(self.jitted, Record(signature, JAX_JIT, reason))
-        if self.options.verbose:
-            print(
-                f"hlo_go.jit({getattr(self.fun, '__name__', self.fun)}) {entry.record.describe()}"
-            )
+        logger.log(
+            logging.WARNING if self.options.verbose else logging.INFO,
+            "hlo_go.jit(%s) %s",
+            getattr(self.fun, "__name__", self.fun),
+            entry.record.describe(),
+        )
         return self._keep(key, entry)
 
     def _keep(self, key: Hashable, entry: _Entry) -> _Entry:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import warnings
 from pathlib import Path
 
 # Decisions :func:`hlo_go.jit` can lower into XLA's compile of one device.
@@ -54,10 +55,19 @@ class Options:
     cache_dir: str | os.PathLike | None = dataclasses.field(default_factory=default_cache_dir)
     # Seed of sampling, fine-tuning and searches.
     seed: int = 0
-    # Print one line per decision made (what, measured, kept or why not).
+    # Deprecated (one release): hlo_go.jit logs one line per decision made to the
+    # "hlo_go.api.jit" logger at INFO; configure logging to see it. True warns
+    # DeprecationWarning and logs those lines at WARNING, so they show without logging set up.
     verbose: bool = False
 
     def __post_init__(self) -> None:
+        if self.verbose:
+            warnings.warn(
+                "Options(verbose=True) is deprecated: hlo_go.jit logs each decision to the"
+                " 'hlo_go.api.jit' logger at INFO (e.g. logging.basicConfig(level=logging.INFO))",
+                DeprecationWarning,
+                stacklevel=3,
+            )
         tasks = tuple(self.tasks)
         unknown = [t for t in tasks if t not in LOWERABLE_TASKS]
         if unknown or not tasks:

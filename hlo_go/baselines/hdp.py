@@ -65,13 +65,10 @@ class HDPConfig:
         colocation sets).
       hidden: width of the Grouper's hidden layer and of every LSTM of the Placer.
       samples: K, placements sampled and simulated per policy-gradient step.
-      learning_rate: Adam's step size (on ``rnnlm_l2_scan`` with 4 V100s, 1e-2 collapses
-        onto one device within ~10 steps, 1e-3 moves slowly for a 2,000-evaluation
-        budget).
+      learning_rate: Adam's step size.
       baseline_decay: decay of the reward's exponential moving average (the baseline).
       entropy_coef: weight of the entropy bonus, the entropy summed over all of a
-        sample's decisions like its log-probability (0: none; 1e-2 keeps the policy
-        near uniform on ``rnnlm_l2_scan``).
+        sample's decisions like its log-probability (0: none).
       max_grad_norm: gradients are clipped to this global norm.
     """
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
+from scipy.stats import gmean
 
 from hlo_go.baselines.registry import get
 from hlo_go.decisions import Decisions
@@ -255,12 +255,12 @@ def speedups(rows: Sequence[BaselineRow], *, reference: str = "single-device") -
       where both ran; methods in first-seen order.
     """
     base = {(r.graph, r.cluster): r.step_time for r in rows if r.method == reference}
-    logs: dict[str, list[float]] = {}
+    ratios: dict[str, list[float]] = {}
     for r in rows:
         ref = base.get((r.graph, r.cluster))
         if ref and r.step_time > 0:
-            logs.setdefault(r.method, []).append(math.log(ref / r.step_time))
-    return {m: math.exp(sum(v) / len(v)) for m, v in logs.items() if v}
+            ratios.setdefault(r.method, []).append(ref / r.step_time)
+    return {m: float(gmean(v)) for m, v in ratios.items()}
 
 
 def to_csv(rows: Sequence[BaselineRow]) -> str:

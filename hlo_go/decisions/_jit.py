@@ -2,8 +2,8 @@
 
 Fusion grouping and the simulator's event loop are sequential graph walks that vectorized
 numpy cannot express; compiled with numba (``nopython``, cached on disk next to the
-source) they run 100-300x faster than the same code as plain Python (measured in
-``benchmarks/bench_sim.py``). Without numba installed, or with ``HLO_GO_NO_NUMBA=1``
+source) they run far faster than the same code as plain Python
+(``benchmarks/bench_sim.py`` measures it). Without numba installed, or with ``HLO_GO_NO_NUMBA=1``
 in the environment, :func:`jit` returns the function unchanged: results are identical,
 only slower.
 """

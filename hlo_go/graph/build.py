@@ -238,7 +238,7 @@ def build_graph(
         control_senders=_readonly(control_senders),
         control_receivers=_readonly(control_receivers),
         topo_order=_readonly(topo_order),
-        colocation_group=_readonly(colocation_groups(opcode, first_operand, topo_order)),
+        colocation_group=_readonly(colocation_groups(opcode, first_operand)),
         root=flat.root,
         module_name=module.name,
         op_names=tuple(str(i.metadata.get("op_name", "")) for i in flat.instructions),

@@ -21,6 +21,8 @@ node id, so a free node's group is its own id.
 from __future__ import annotations
 
 import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import connected_components
 
 from hlo_go.graph.vocab import OPCODE_VOCAB
 
@@ -34,35 +36,30 @@ _COLOCATED = np.array([name in COLOCATED_WITH_OPERAND for name in OPCODE_VOCAB],
 
 
 def colocation_groups(
-    opcode: np.ndarray, first_operand: np.ndarray, topo_order: np.ndarray
+    opcode: np.ndarray, first_operand: np.ndarray, topo_order: np.ndarray | None = None
 ) -> np.ndarray:
     """The colocation group of every node.
+
+    The groups are the connected components of the edges from each colocated node to
+    its first operand.
 
     Args:
       opcode: ``int32[N]`` vocabulary ids.
       first_operand: ``int32[N]`` node id of each node's first operand, -1 for none.
-      topo_order: ``int32[N]`` a topological order of the nodes.
+      topo_order: deprecated and ignored (components need no order).
 
     Returns:
       ``int32[N]``: for each node, the smallest node id in its group (its own id
       when it is free).
     """
     n = opcode.shape[0]
-    group = np.arange(n, dtype=np.int64)
-    bound = _COLOCATED[opcode] & (first_operand >= 0)
-    if bound.any():
-        position = np.empty(n, dtype=np.int64)
-        position[topo_order] = np.arange(n)
-        nodes = np.flatnonzero(bound)
-        nodes = nodes[np.argsort(position[nodes], kind="stable")]
-        # Operands precede users in topological order, so each operand's group is final
-        # by the time its user copies it.
-        parents = first_operand.tolist()
-        groups = group.tolist()
-        for node in nodes.tolist():
-            groups[node] = groups[parents[node]]
-        group = np.asarray(groups, dtype=np.int64)
-        smallest = np.full(n, n, dtype=np.int64)
-        np.minimum.at(smallest, group, np.arange(n))
-        group = smallest[group]
-    return group.astype(np.int32)
+    bound = np.flatnonzero(_COLOCATED[opcode] & (first_operand >= 0))
+    if not bound.size:
+        return np.arange(n, dtype=np.int32)
+    edges = csr_matrix(
+        (np.ones(bound.size, dtype=np.int8), (bound, first_operand[bound])), shape=(n, n)
+    )
+    _, label = connected_components(edges, directed=False)
+    smallest = np.full(n, n, dtype=np.int64)
+    np.minimum.at(smallest, label, np.arange(n))
+    return smallest[label].astype(np.int32)

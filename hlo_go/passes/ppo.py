@@ -18,6 +18,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+from scipy.special import log_softmax
 
 from hlo_go.passes.env import DEFAULT_CONFIG, PassEnvConfig, PassState, step
 from hlo_go.passes.observe import observation_size, observe
@@ -102,9 +103,7 @@ def ppo_search(
             for _ in range(min(config.max_steps, budget - used)):
                 obs = observe(state, config)
                 logits, value = forward(params, obs[None])
-                shifted = np.asarray(logits[0], np.float64)
-                shifted = shifted - shifted.max()
-                log_probs = shifted - np.log(np.exp(shifted).sum())
+                log_probs = log_softmax(np.asarray(logits[0], np.float64))
                 probs = np.exp(log_probs)
                 action = int(rng.choice(num_actions, p=probs / probs.sum()))
                 state, reward, _, _ = step(state, action, config)

@@ -5,11 +5,10 @@ PPO gradient step on a minibatch of them. Both split the network in two
 (:meth:`hlo_go.gonet.GONetwork.shared`, :meth:`~hlo_go.gonet.GONetwork.decide`): the
 part no action depends on (GraphSAGE encoder, value, modulation, the first task's
 attention stack and logits) runs once per graph, and the rest runs once per decision
-set in a ``lax.map`` — on this CPU, serial sets beat ``vmap`` (its batched attention
-contractions are slower than ``K`` plain ones) and the attention scan is rematerialized
-in the backward pass (:class:`hlo_go.gonet.SegmentRecurrentStack`); together they took
-a 16-sample iteration on an 11,047-node graph from 7.2 s to 4.1 s
-(``python -m benchmarks rl``, ``iteration_10k_s``). Both compile once per graph
+set in a ``lax.map`` (on CPU, serial sets beat ``vmap``, whose batched attention
+contractions are slower than ``K`` plain ones), and the attention scan is rematerialized
+in the backward pass (:class:`hlo_go.gonet.SegmentRecurrentStack`); ``python -m
+benchmarks rl`` times an iteration (``iteration_10k_s``). Both compile once per graph
 bucket (:func:`hlo_go.gonet.policy_bucket`). :meth:`GOAgent.grads` and
 :meth:`GOAgent.apply_grads` split the update step in two, for data-parallel training
 (:mod:`hlo_go.rl.distributed`), which averages the gradients in between.

@@ -1,201 +1,129 @@
 """Training metrics: a CSV file and TensorBoard event files, written side by side.
 
-The TensorBoard writer is a small, dependency-free implementation of the event file
-format TensorBoard reads: a sequence of TFRecords (``uint64`` length, masked CRC-32C
-of the length, the payload, masked CRC-32C of the payload), each payload an ``Event``
-protocol buffer (``wall_time`` = field 1, double; ``step`` = field 2, int64;
-``file_version`` = field 3, string; ``summary`` = field 5, a ``Summary`` whose
-repeated ``value`` = field 1 holds ``tag`` = field 1, string and ``simple_value`` =
-field 2, float). :func:`read_events` parses such files back (used by the tests).
+Event files are written by ``tensorboardX``'s :class:`~tensorboardX.SummaryWriter`;
+:func:`read_events` reads them back (TFRecord framing with its CRCs checked, each record
+an ``Event`` protocol buffer parsed by ``tensorboardX.proto``).
 """
 
 from __future__ import annotations
 
 import csv
 import math
-import socket
 import struct
-import time
+import uuid
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
-# -- CRC-32C (Castagnoli), as TFRecord framing needs --------------------------------------
+import tensorboardX.record_writer as _record_writer
+from tensorboardX import SummaryWriter
+from tensorboardX.proto.event_pb2 import Event
 
-
-def _crc32c_table() -> list[int]:
-    table = []
-    for i in range(256):
-        crc = i
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
-        table.append(crc)
-    return table
-
-
-_TABLE = _crc32c_table()
-
-
-def crc32c(data: bytes) -> int:
-    """CRC-32C of ``data`` (``crc32c(b"123456789") == 0xE3069283``)."""
-    crc = 0xFFFFFFFF
-    for byte in data:
-        crc = _TABLE[(crc ^ byte) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
-
-
-def masked_crc32c(data: bytes) -> int:
-    """TFRecord's masked CRC: ``rotate_right(crc, 15) + 0xA282EAD8`` (mod 2^32)."""
-    crc = crc32c(data)
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-# -- protocol buffer encoding of Event / Summary -----------------------------------------
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    value &= (1 << 64) - 1
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def _field_bytes(number: int, payload: bytes) -> bytes:
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
-
-
-def _event(wall_time: float, step: int, *, version: str | None = None, scalars=None) -> bytes:
-    out = _varint(1 << 3 | 1) + struct.pack("<d", wall_time) + _varint(2 << 3 | 0) + _varint(step)
-    if version is not None:
-        out += _field_bytes(3, version.encode())
-    if scalars:
-        summary = b"".join(
-            _field_bytes(
-                1,
-                _field_bytes(1, tag.encode()) + _varint(2 << 3 | 5) + struct.pack("<f", value),
-            )
-            for tag, value in scalars.items()
-        )
-        out += _field_bytes(5, summary)
-    return out
-
-
-def _record(payload: bytes) -> bytes:
-    length = struct.pack("<Q", len(payload))
-    return (
-        length
-        + struct.pack("<I", masked_crc32c(length))
-        + payload
-        + struct.pack("<I", masked_crc32c(payload))
-    )
+# Seconds between the writer thread's flushes of queued events to disk (and on close).
+FLUSH_SECS = 10
 
 
 class EventFileWriter:
     """Writes scalar summaries to a TensorBoard event file in ``log_dir``.
 
+    Events reach the file from ``tensorboardX``'s writer thread, at most
+    :data:`FLUSH_SECS` after they are written, and all of them on :meth:`close`.
+
     Args:
       log_dir: the directory (created); the file is
-        ``events.out.tfevents.<unix time>.<host>``.
+        ``events.out.tfevents.<unix time>.<host>.<unique suffix>``.
+      purge_step: when resuming a run at this step, events of earlier files in
+        ``log_dir`` with ``step >= purge_step`` are hidden from TensorBoard.
+
+    Attributes:
+      path: the event file.
     """
 
-    def __init__(self, log_dir: str | Path) -> None:
+    def __init__(self, log_dir: str | Path, *, purge_step: int | None = None) -> None:
         log_dir = Path(log_dir)
         log_dir.mkdir(parents=True, exist_ok=True)
-        now = time.time()
-        self.path = log_dir / f"events.out.tfevents.{int(now)}.{socket.gethostname()}"
-        suffix = 0
-        while self.path.exists():
-            suffix += 1
-            self.path = log_dir / f"events.out.tfevents.{int(now)}.{socket.gethostname()}.{suffix}"
-        self._file = self.path.open("ab")
-        self._file.write(_record(_event(now, 0, version="brain.Event:2")))
-        self._file.flush()
+        # A unique suffix: tensorboardX names files by the second and truncates a file of
+        # the same name (a run resumed within the second it started).
+        suffix = f".{uuid.uuid4().hex[:12]}"
+        self._writer = SummaryWriter(
+            str(log_dir), purge_step=purge_step, flush_secs=FLUSH_SECS, filename_suffix=suffix
+        )
+        (self.path,) = log_dir.glob(f"events.out.tfevents.*{suffix}")
 
-    def scalars(self, step: int, values: Mapping[str, float], wall_time: float | None = None):
-        """Writes one event holding ``tag -> value`` scalars (non-finite values skipped)."""
-        finite = {k: float(v) for k, v in values.items() if math.isfinite(float(v))}
-        if finite:
-            event = _event(time.time() if wall_time is None else wall_time, step, scalars=finite)
-            self._file.write(_record(event))
+    def scalars(
+        self, step: int, values: Mapping[str, float], wall_time: float | None = None
+    ) -> None:
+        """Writes ``tag -> value`` scalars at ``step`` (non-finite values skipped)."""
+        for tag, value in values.items():
+            if math.isfinite(float(value)):
+                self._writer.add_scalar(tag, float(value), global_step=step, walltime=wall_time)
 
     def flush(self) -> None:
-        """Flushes buffered events to disk."""
-        self._file.flush()
+        """Flushes the events the writer thread has written to disk."""
+        self._writer.flush()
 
     def close(self) -> None:
-        """Flushes and closes the file."""
-        self._file.close()
+        """Writes every queued event, flushes and closes the file."""
+        self._writer.close()
 
 
-def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    shift = value = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            return value, pos
-
-
-def _fields(data: bytes) -> Iterator[tuple[int, int, bytes | int | float]]:
+def _records(data: bytes, path: str | Path) -> Iterator[bytes]:
+    """The payloads of a TFRecord file's records, checking both CRCs of each."""
     pos = 0
     while pos < len(data):
-        key, pos = _read_varint(data, pos)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = _read_varint(data, pos)
-            yield number, wire, value
-        elif wire == 1:
-            yield number, wire, struct.unpack_from("<d", data, pos)[0]
-            pos += 8
-        elif wire == 5:
-            yield number, wire, struct.unpack_from("<f", data, pos)[0]
-            pos += 4
-        elif wire == 2:
-            size, pos = _read_varint(data, pos)
-            yield number, wire, data[pos : pos + size]
-            pos += size
-        else:
-            raise ValueError(f"unsupported protobuf wire type {wire}")
-
-
-def read_events(path: str | Path) -> list[tuple[int, dict[str, float]]]:
-    """``(step, {tag: value})`` of every scalar event in a file, checking every CRC.
-
-    Raises:
-      ValueError: a corrupt record.
-    """
-    data = Path(path).read_bytes()
-    out = []
-    pos = 0
-    while pos < len(data):
+        if pos + 12 > len(data):
+            raise ValueError(f"{path}: truncated record header at byte {pos}")
         header = data[pos : pos + 8]
         (length,) = struct.unpack("<Q", header)
         (crc,) = struct.unpack_from("<I", data, pos + 8)
-        if crc != masked_crc32c(header):
+        if crc != _record_writer.masked_crc32c(header):
             raise ValueError(f"{path}: bad length CRC at byte {pos}")
+        if pos + 16 + length > len(data):
+            raise ValueError(f"{path}: truncated record at byte {pos}")
         payload = data[pos + 12 : pos + 12 + length]
         (crc,) = struct.unpack_from("<I", data, pos + 12 + length)
-        if crc != masked_crc32c(payload):
+        if crc != _record_writer.masked_crc32c(payload):
             raise ValueError(f"{path}: bad payload CRC at byte {pos}")
         pos += 16 + length
-        step, scalars = 0, {}
-        for number, _, value in _fields(payload):
-            if number == 2:
-                step = int(value)  # type: ignore[arg-type]
-            elif number == 5:
-                for _, _, item in _fields(value):  # type: ignore[arg-type]
-                    parts = {n: v for n, _, v in _fields(item)}  # type: ignore[arg-type]
-                    scalars[parts[1].decode()] = float(parts[2])  # type: ignore[union-attr,arg-type]
-        if scalars:
-            out.append((step, scalars))
+        yield payload
+
+
+def read_events(path: str | Path) -> list[tuple[int, dict[str, float]]]:
+    """``(step, {tag: value})`` of the scalars in an event file, in file order.
+
+    Consecutive scalar events of one step are merged into one entry.
+
+    Raises:
+      ValueError: a corrupt or truncated record.
+    """
+    out: list[tuple[int, dict[str, float]]] = []
+    for payload in _records(Path(path).read_bytes(), path):
+        event = Event.FromString(payload)
+        scalars = {
+            v.tag: float(v.simple_value)
+            for v in event.summary.value
+            if v.WhichOneof("value") == "simple_value"
+        }
+        if not scalars:
+            continue
+        if out and out[-1][0] == event.step:
+            out[-1][1].update(scalars)
+        else:
+            out.append((int(event.step), scalars))
     return out
+
+
+def __getattr__(name: str) -> Any:
+    # Deprecated aliases (one release): the CRCs are tensorboardX's.
+    if name in ("crc32c", "masked_crc32c"):
+        warnings.warn(
+            f"hlo_go.rl.metrics.{name} is deprecated: use tensorboardX.record_writer.{name}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(_record_writer, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # -- CSV + TensorBoard together -------------------------------------------------------------
@@ -229,7 +157,7 @@ class MetricsLogger:
         for row in kept:
             self._csv.writerow(row)
         self._file.flush()
-        self.tensorboard = EventFileWriter(self.out_dir / "tb")
+        self.tensorboard = EventFileWriter(self.out_dir / "tb", purge_step=resume_step)
 
     def log(self, step: int, row: Mapping[str, object]) -> None:
         """Writes one row (CSV) and its numeric entries (TensorBoard, tag ``graph/name``)."""

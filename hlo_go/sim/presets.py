@@ -183,10 +183,8 @@ HOST_CORE = Device(
 # times of 14 fusion variants of rnnlm_l2_scan and gnmt_l2_scan (a dot inside a loop
 # fusion runs as plain loops, about 65x slower than XLA's library call). Efficiencies
 # above 1 mean faster than the base figures (YNNPACK dots reach about 95 GFLOP/s on one
-# core; mid-sized elementwise kernels run from cache). Leave-one-out step-time error:
-# median 2.8% (worst -38%, wavenet_s4, whose strided transposes the model does not see);
-# kernel fit median |error| 53%; Kendall tau of the fusion variants 0.90 and 0.81
-# (benchmarks/results/sim_calibration.json).
+# core; mid-sized elementwise kernels run from cache). The fit's errors are in
+# benchmarks/results/sim_calibration.json.
 HOST_CORE_CALIBRATED = HOST_CORE.replace(
     name="host CPU core (AMD EPYC Zen 3, AVX2), calibrated",
     launch_overhead=2.72 * US,

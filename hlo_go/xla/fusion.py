@@ -222,9 +222,8 @@ def regenerate_shared(
     """Gives every fusion that reads a cheap value of another fusion its own copy of it.
 
     XLA's instruction fusion duplicates cheap producers into every consumer fusion; a
-    grouping (a partition) instead makes a group write out whatever other groups read.
-    For a GELU of bert_l2 (jaxlib 0.10.2) that was eight f32[16,128,2048] outputs, four
-    of them scalar broadcasts, for the backward pass to read back. Here a member of a
+    grouping (a partition) instead makes a group write out whatever other groups read,
+    scalar broadcasts included, for the backward pass to read back. Here a member of a
     group whose opcode is in :data:`~hlo_go.hlo.opcodes.REGENERATED_OPCODES`, whose
     operands lie outside the group or are such members themselves (at most
     :data:`~hlo_go.decisions.legality.MAX_REGENERATED_CHAIN` in all), and which other
@@ -240,14 +239,7 @@ def regenerate_shared(
     cycle appears.
 
     A clone may itself read a cheap value of a third group; the pass repeats, up to
-    :data:`REGENERATION_PASSES` times, so that value is recomputed too. On resnet_26
-    (jaxlib 0.10.2, the ``xla-cpu-like`` grouping) one pass left each forward
-    BatchNorm fusion writing up to seven f32[16,32,32,128] values for the backward
-    pass, broadcasts among them; repeating cut XLA's temporaries from 369 to 277 MB
-    (XLA's own fusion: 223 MB). Reading values written out anyway, rather than
-    recomputing them (or giving up on chains longer than the limit), cut inception_v3_base
-    from 652 to 546 MB (XLA: 526) and bert_l2 from 260 to 210 MB (XLA: 222), both
-    ordered by :func:`~hlo_go.xla.memory_schedule`.
+    :data:`REGENERATION_PASSES` times, so that value is recomputed too.
 
     Args:
       module: an unfused module (e.g. from :func:`hlo_go.xla.capture_prefusion`).

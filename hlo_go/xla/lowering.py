@@ -528,10 +528,9 @@ def searched_tasks(cluster: Any) -> tuple[str, ...]:
     On one device the simulator runs one kernel at a time and moves nothing between
     devices, so the order of the entry changes no simulated step time (only memory):
     there the search decides fusion only, and :meth:`Program.lower` orders for memory
-    (:data:`MEMORY_ORDER`: XLA's order, memory-freeing instructions first). An order
-    from a search indifferent to memory, imposed on the same fusion, measured 1.6 % and
-    4.4 % slower than XLA's on bert_l2 and resnet_26 on this host (1 % faster on
-    gpt2_l2, within noise).
+    (:data:`MEMORY_ORDER`: XLA's order, memory-freeing instructions first), since an
+    order from a search indifferent to memory, imposed on the same fusion, runs no faster
+    than XLA's.
 
     Returns:
       ``("fusion",)`` on one device, else placement, scheduling and fusion.

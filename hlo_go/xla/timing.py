@@ -234,9 +234,7 @@ def time_interleaved(
     B C A, C A B, ...
 
     Rotating keeps a configuration from always following the same one: in a fixed
-    order, two identical executables of a corpus graph (``xla-cpu-like`` and
-    ``searched`` on one device) measured up to 4 % apart on this host, the later one
-    slower on 6 of 8 graphs (``benchmarks/bench_lowering.py``, results version 3).
+    order, two identical executables measure apart, the later one slower.
 
     Args:
       fns: configuration name -> zero-argument callable doing the work once.
