@@ -114,25 +114,27 @@ def measure_graph(name: str, *, repeats: int, budget: int) -> dict[str, Any]:
       ``{"graph", "nodes", "rows": [...]}``, one row per variant.
     """
     from hlo_corpus import get_workload
-    from hlo_go.xla import Variant, measure_many, program
+    from hlo_go import methods
+    from hlo_go.xla import measure_many, program
 
     start = time.perf_counter()
     step, abstract = get_workload(name).make()
     prog = program(step, abstract)
     digest = inputs_digest(prog.args)
     nodes = prog.graph.num_nodes
+    variants = methods.variants(prog.graph, {m: (m, None) for m in FUSION_METHODS})
     search_start = time.perf_counter()
-    prog.decisions("searched", budget=budget)
+    searched = methods.variants(
+        prog.graph, {methods.SEARCHED: (methods.SEARCHED, methods.SEARCHED)}, budget=budget
+    )
     search_s = time.perf_counter() - search_start
-    variants = {m: Variant(m, None) for m in FUSION_METHODS}
-    variants["searched"] = Variant("searched", "searched")
+    variants.update(searched)
     results = measure_many(
         prog,
         variants,
         repeats=repeats,
         warmup=1,
         clock="cpu",
-        budget=budget,
         slow_factor=3.0,
         slow_repeats=2,
         skip_factor=8.0,

@@ -18,7 +18,7 @@ from hlo_go.sim.calibrate import (
     profiled_graph,
 )
 from hlo_go.sim.validation import kendall_tau, wrap_alone
-from hlo_go.xla import InstructionProfile
+from hlo_go.xla.profile import InstructionProfile
 
 BASE = Device(
     "base",
@@ -163,7 +163,7 @@ def test_kendall_tau():
 
 
 def test_wrap_alone_makes_scatter_its_own_fusion():
-    from hlo_go.xla import xla_accepts
+    from hlo_go.xla.bridge import xla_accepts
 
     text = """HloModule s
 add {

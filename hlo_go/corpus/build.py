@@ -28,7 +28,7 @@ import jaxlib
 from hlo_go.corpus.sanitize import relocate
 from hlo_go.corpus.store import STAGES, UnknownGraphError, corpus_root, file_name
 from hlo_go.hlo import HloModule, module_cost, parse_hlo
-from hlo_go.xla import capture_prefusion_lowered
+from hlo_go.xla.hooks import capture_prefusion_lowered
 
 INDEX_FORMAT = 1
 VERSION_KEYS = ("jax_version", "jaxlib_version")

@@ -3,7 +3,8 @@ fusion grouping they imply.
 
 Public names::
 
-    Decisions (.default, .validate, .fusion_groups)
+    Decisions (.default, .validate, .for_graph, .check_graph, .arrays, .fusion_groups)
+    GraphMismatchError, graph_fingerprint, ARRAY_FIELDS
     fusion_groups(graph, placement, fusion_priority, ...) -> int32[N]    FusionLimits, DEFAULT_LIMITS
     edge_priority, candidate_edges, fusion_group_names
     fusible_nodes, FUSIBLE_OPCODES, CPU_EMITTER_NOT_FUSIBLE, OUTPUT_ONLY_OPCODES,
@@ -18,7 +19,12 @@ Module by concept: :mod:`~hlo_go.decisions.decisions` (the action type),
 """
 
 from hlo_go.decisions.adjacency import Adjacency, adjacency, build_adjacency, graph_cached
-from hlo_go.decisions.decisions import Decisions
+from hlo_go.decisions.decisions import (
+    ARRAY_FIELDS,
+    Decisions,
+    GraphMismatchError,
+    graph_fingerprint,
+)
 from hlo_go.decisions.fusion import (
     DEFAULT_LIMITS,
     FusionLimits,
@@ -41,6 +47,7 @@ from hlo_go.decisions.legality import (
 )
 
 __all__ = [
+    "ARRAY_FIELDS",
     "CPU_EMITTER_NOT_FUSIBLE",
     "DEFAULT_LIMITS",
     "FUSIBLE_OPCODES",
@@ -50,6 +57,7 @@ __all__ = [
     "Decisions",
     "FusionGroupError",
     "FusionLimits",
+    "GraphMismatchError",
     "adjacency",
     "build_adjacency",
     "candidate_edges",
@@ -59,6 +67,7 @@ __all__ = [
     "fusion_group_names",
     "fusion_groups",
     "graph_cached",
+    "graph_fingerprint",
     "graph_output_dims",
     "large_matrix_nodes",
     "module_output_dims",

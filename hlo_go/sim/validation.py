@@ -102,7 +102,7 @@ def save_profiles(profiles: dict[str, Any], path: str | Path) -> None:
 
 def load_profiles(path: str | Path) -> dict[str, Any]:
     """Reads profiles written by :func:`save_profiles`."""
-    from hlo_go.xla import InstructionProfile
+    from hlo_go.xla.profile import InstructionProfile
 
     return {
         name: InstructionProfile(**fields)
@@ -252,7 +252,8 @@ def measure_variants(
 
     from hlo_corpus import get_workload
     from hlo_go import corpus
-    from hlo_go.xla import apply_fusion, compile_replacing
+    from hlo_go.xla import apply_fusion
+    from hlo_go.xla.hooks import compile_replacing
     from hlo_go.xla.timing import time_interleaved
 
     module = corpus.load(name, "prefusion")

@@ -24,7 +24,9 @@ Only device-agnostic APIs are used (``jax.device_put``, PJRT executables compile
 for ``device.platform``), so the same code places work on virtual CPU devices, GPUs
 or TPU cores.
 
-``run_placed`` and ``measure_placed`` are the entry points for a function or a module;
+This module is the placed (MPMD) face of :mod:`hlo_go.xla`: ``from hlo_go.xla.placed
+import ...`` (its ``__all__``; the partitioning names come from
+:mod:`hlo_go.xla.mpmd`). ``run_placed`` and ``measure_placed`` are the entry points for a function or a module;
 ``measure_placed`` checks outputs against XLA's default compile of the same program
 before it reports times (:func:`check_placed_outputs`: the dtype tolerances of
 :func:`hlo_go.xla.outputs_match`, and for float32 outputs outside them the float64
@@ -56,10 +58,38 @@ from hlo_go.xla.arbiter import (
 from hlo_go.xla.hooks import WRAPPED_COMPILER_OPTIONS, capture_prefusion_lowered
 from hlo_go.xla.inputs import training_inputs
 from hlo_go.xla.measure import Measurement, outputs_match
-from hlo_go.xla.mpmd import COMPUTE, PARAMETER, Leaf, Partition, PlacementError, partition
+from hlo_go.xla.mpmd import (
+    COMPUTE,
+    PARAMETER,
+    Leaf,
+    Partition,
+    PlacementError,
+    Segment,
+    partition,
+)
 from hlo_go.xla.segments import donated_aliases, portable_module, segment_module
 from hlo_go.xla.support import screen
 from hlo_go.xla.timing import time_interleaved
+
+# The placed (MPMD) face of hlo_go.xla: this module's entry points and the partitioning
+# names of hlo_go.xla.mpmd.
+__all__ = [
+    "Leaf",
+    "Partition",
+    "PlacedArguments",
+    "PlacedProgram",
+    "PlacementError",
+    "RunStats",
+    "Segment",
+    "check_placed_outputs",
+    "compile_placed",
+    "float64_reference",
+    "measure_placed",
+    "partition",
+    "placed_module",
+    "run_placed",
+    "unfused_reference",
+]
 
 FUSION_OFF_REFERENCE = "XLA's compile with fusion off"
 """How the arbiter's message names :func:`unfused_reference` when its error set the bar."""

@@ -51,14 +51,31 @@ from hlo_go.xla._jaxlib import (
     sharding_tiles,
 )
 from hlo_go.xla.arbiter import (  # WIDENING_FACTOR: re-exported, as before
+    TOLERANCES,
     WIDENING_FACTOR,  # noqa: F401
     as_accurate_as_reference,
     float64_outputs,
     input_rounding_runs,
 )
 from hlo_go.xla.inputs import NUMPY_DTYPES, training_inputs, warn_elided_constants
-from hlo_go.xla.measure import TOLERANCES, outputs_match
+from hlo_go.xla.measure import outputs_match
 from hlo_go.xla.timing import Clock, Timing, time_interleaved
+
+# The SPMD face of hlo_go.xla.
+__all__ = [
+    "COLLECTIVE_KINDS",
+    "ArraySharding",
+    "SpmdCheck",
+    "SpmdExecutable",
+    "check_spmd",
+    "collective_bytes",
+    "compile_spmd",
+    "count_collectives",
+    "run_spmd",
+    "spmd_devices",
+    "strip_shardings",
+    "time_spmd",
+]
 
 # The collective kinds counted, in a fixed order. Async pairs (``all-reduce-start`` /
 # ``all-reduce-done``, ...) count once, at their ``-done``; ``ragged-all-to-all``
