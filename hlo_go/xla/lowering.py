@@ -259,8 +259,23 @@ class Program:
         self.platform = platform
 
     def default(self) -> Executable:
-        """XLA's default compile (its own fusion and schedule): the reference."""
-        compiled = self._compile({})
+        """XLA's default compile (its own fusion and schedule): the reference.
+
+        Raises:
+          LoweringError: XLA refused to compile the program (its message, and what to
+            pass instead where that is known).
+        """
+        try:
+            compiled = self._compile({})
+        except jax.errors.JaxRuntimeError as error:
+            hint = ""
+            if "must have backend config" in str(error):
+                hint = (
+                    "; the module holds fusions XLA made (library kCustom fusions of a "
+                    "pre-fusion module, or an optimized module), which XLA does not compile "
+                    'again: pass the unoptimized module (jax.jit(f).lower(...).as_text(dialect="hlo"))'
+                )
+            raise LoweringError(f"XLA cannot compile {self.name!r}: {error}{hint}") from None
         return Executable(compiled, self._call_of(compiled), label="XLA default")
 
     def float64_outputs(self) -> list[np.ndarray]:
