@@ -40,7 +40,7 @@ HOST_CLUSTER = "host-cpu-1"
 # The method name of simulated annealing over the simulator.
 SEARCHED = "searched"
 # The schedule name of XLA's order with memory-freeing instructions run first
-# (:func:`hlo_go.xla.memory_schedule`); :data:`SEARCHED`'s schedule on one device.
+# (:func:`hlo_go.xla.schedule.memory_schedule`); :data:`SEARCHED`'s schedule on one device.
 MEMORY_ORDER = "memory"
 # The schedule name of XLA's own order (no priorities imposed).
 XLA_ORDER = "xla"

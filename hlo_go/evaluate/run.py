@@ -421,7 +421,7 @@ def measure_input(
     the file, or of a corpus graph's unoptimized module) on ``host-cpu-1``; the decisions
     are lowered, checked and timed by :func:`hlo_go.xla.measure_many`. Module-level so
     that :func:`evaluate` runs it in a pinned child process
-    (:func:`hlo_go.xla.in_pinned_process`, hence the ``"cpu"`` clock).
+    (:func:`hlo_go.xla.timing.in_pinned_process`, hence the ``"cpu"`` clock).
 
     Args:
       source: an HLO file or a corpus graph name.

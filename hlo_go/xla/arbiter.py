@@ -77,7 +77,7 @@ def float64_outputs(text: str, args: Sequence[Any]) -> list[np.ndarray]:
 
     Args:
       text: HLO text of a single-device module (no shardings) that
-        :func:`hlo_go.xla.compile_hlo_text` compiles.
+        :func:`hlo_go.xla.bridge.compile_hlo_text` compiles.
       args: one array per entry parameter (float32 ones are widened).
 
     Returns:

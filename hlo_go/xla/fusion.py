@@ -247,7 +247,7 @@ def regenerate_shared(
     (XLA's own fusion: 223 MB). Reading values written out anyway, rather than
     recomputing them (or giving up on chains longer than the limit), cut inception_v3_base
     from 652 to 546 MB (XLA: 526) and bert_l2 from 260 to 210 MB (XLA: 222), both
-    ordered by :func:`~hlo_go.xla.memory_schedule`.
+    ordered by :func:`~hlo_go.xla.schedule.memory_schedule`.
 
     Args:
       module: an unfused module (e.g. from :func:`hlo_go.xla.capture_prefusion`).

@@ -7,15 +7,15 @@ XLA's pipeline, fusion passes off, and
 
 1. **fusion**: the pre-fusion module (:func:`hlo_go.xla.capture_prefusion`) fused by our
    groups (:func:`hlo_go.xla.apply_fusion`; what stays unfused wrapped alone as XLA's
-   fusion-wrapper had it, :func:`hlo_go.xla.unwrap_fusions`) swapped in before scheduling.
+   fusion-wrapper had it, :func:`hlo_go.xla.fusion.unwrap_fusions`) swapped in before scheduling.
    Dots and convolutions larger than XLA:CPU fuses stay kernels of their own whatever
    the decisions say (:func:`without_large_matrices`);
    The graph sees a ``while`` (or ``conditional``) as one node, so decisions never reach
    its body: bodies get XLA's own fusion, YNNPACK dots included
-   (:func:`hlo_go.xla.adopt_control_flow`), except with ``fusion=None`` (nothing fused
+   (:func:`hlo_go.xla.fusion.adopt_control_flow`), except with ``fusion=None`` (nothing fused
    anywhere). Left unfused, a scanned model's loop body ran about twice as slow;
 2. **schedule**: the entry list-scheduled by our priorities after XLA's scheduler
-   (:func:`hlo_go.xla.list_schedule`), a fused kernel taking the largest priority of its
+   (:func:`hlo_go.xla.schedule.list_schedule`), a fused kernel taking the largest priority of its
    members, as in the simulator.
 
 Decisions come as a :class:`~hlo_go.decisions.Decisions` made for the program's
@@ -88,7 +88,7 @@ class Order(enum.Enum):
 
     MEMORY = "memory"
     """XLA's order, except that an instruction freeing more bytes than it writes runs as
-    soon as it is ready (:func:`hlo_go.xla.memory_schedule`)."""
+    soon as it is ready (:func:`hlo_go.xla.schedule.memory_schedule`)."""
 
 
 # The schedule that keeps XLA's order but runs memory-freeing instructions first.
@@ -191,7 +191,7 @@ def compile_hlo(
       text: an HLO module (unoptimized, pre-fusion or optimized; one partition).
       devices: the device to compile for, as a one-element sequence (default: the
         first CPU device). Placement over several devices is
-        :func:`hlo_go.xla.compile_placed`'s job.
+        :func:`hlo_go.xla.placed.compile_placed`'s job.
       compiler_options: XLA debug options, e.g. ``{"xla_disable_hlo_passes": "fusion"}``.
 
     Returns:
@@ -204,7 +204,7 @@ def compile_hlo(
     if devices is not None and len(devices) != 1:
         raise ValueError(
             f"compile_hlo compiles for one device, got {len(devices)}; run a placement "
-            "over several with hlo_go.xla.compile_placed"
+            "over several with hlo_go.xla.placed.compile_placed"
         )
     device = devices[0] if devices else None
     loaded = compile_hlo_text(text, device=device, compiler_options=dict(compiler_options or {}))
@@ -280,7 +280,7 @@ class Program:
 
     def float64_outputs(self) -> list[np.ndarray]:
         """The program evaluated with float32 widened to float64: near-exact outputs for
-        the float64 arbiter (:func:`hlo_go.xla.as_accurate_as_reference`), computed once.
+        the float64 arbiter (:func:`hlo_go.xla.arbiter.as_accurate_as_reference`), computed once.
 
         Raises:
           LoweringError: the program's source text is not known.
@@ -311,14 +311,14 @@ class Program:
         """The module XLA would fuse: optimized, fusion pass off, before scheduling.
 
         Captured after XLA's ``fusion-wrapper`` pass and unwrapped
-        (:func:`hlo_go.xla.unwrap_fusions`), so its layouts are those XLA:CPU emits
+        (:func:`hlo_go.xla.fusion.unwrap_fusions`), so its layouts are those XLA:CPU emits
         correctly; what our fusion leaves unfused is re-wrapped as XLA had it.
         """
         return self._captured[0]
 
     def _wrap_rest(self, module: HloModule) -> HloModule:
         """What our fusion leaves unfused wrapped as XLA had it; control-flow bodies (which
-        the graph does not see) fused by XLA (:func:`hlo_go.xla.adopt_control_flow`)."""
+        the graph does not see) fused by XLA (:func:`hlo_go.xla.fusion.adopt_control_flow`)."""
         wrapped = wrap_named(module, self._captured[1])
         if not control_flow_computations(wrapped):  # nothing to adopt: skip XLA's compile
             return wrapped

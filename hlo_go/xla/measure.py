@@ -118,7 +118,7 @@ def _as_accurate(prog: Program, got: Any, want: Any, message: str) -> tuple[bool
     Moving kernel boundaries changes roundings: XLA's own compile with fusion off fails
     the elementwise tolerance on ill-conditioned training steps. A float32 output passes
     when it is as accurate as XLA's default compile against the program evaluated in
-    float64 (:func:`hlo_go.xla.as_accurate_as_reference`); a wrong result does not.
+    float64 (:func:`hlo_go.xla.arbiter.as_accurate_as_reference`); a wrong result does not.
     """
     return as_accurate_as_reference(
         jax.tree.leaves(got), jax.tree.leaves(want), prog.float64_outputs, message=message

@@ -3,7 +3,7 @@
 ``compile_placed(module, decisions, devices)`` partitions the module
 (:func:`hlo_go.xla.mpmd.partition`), compiles one executable per distinct segment for
 its device (:func:`hlo_go.xla.segments.segment_module`, then
-:func:`hlo_go.xla.compile_hlo_text`), and returns a :class:`PlacedProgram`. Calling
+:func:`hlo_go.xla.bridge.compile_hlo_text`), and returns a :class:`PlacedProgram`. Calling
 it runs one step:
 
 * program inputs are put on every device that reads them (or passed pre-placed,
@@ -488,7 +488,7 @@ def float64_reference(module: HloModule, args: Sequence[Any]) -> Callable[[], li
 
 def unfused_reference(module: HloModule, args: Sequence[Any]) -> Callable[[], list[np.ndarray]]:
     """A function returning ``module``'s outputs from XLA's one-device compile with its
-    fusion passes off (:data:`hlo_go.xla.WRAPPED_COMPILER_OPTIONS`), computed on the first
+    fusion passes off (:data:`hlo_go.xla.hooks.WRAPPED_COMPILER_OPTIONS`), computed on the first
     call only.
 
     A placement puts kernel boundaries where XLA's fusion would not, as this compile
@@ -641,7 +641,7 @@ def run_placed(
       decisions: the placement, schedule and fusion decisions.
       devices: the jax devices (``decisions.placement`` indexes them).
       args: the arguments (positional, for a function; one array per entry parameter
-        for a module, default :func:`~hlo_go.xla.training_inputs`).
+        for a module, default :func:`~hlo_go.xla.inputs.training_inputs`).
 
     Returns:
       The outputs, computed: the function's output pytree, or a list of arrays (the

@@ -597,7 +597,7 @@ def check_spmd(
       text: HLO text with ``sharding=`` annotations (or a parsed module).
       num_devices: partitions (see :func:`compile_spmd`).
       args: one global array per entry parameter (None:
-        :func:`~hlo_go.xla.training_inputs`, seed 0).
+        :func:`~hlo_go.xla.inputs.training_inputs`, seed 0).
       reference: the expected outputs; None runs the same module with every sharding
         stripped (:func:`strip_shardings`), compiled for one device. Float32 outputs
         that fail both the elementwise and the normwise test against that one-device
@@ -667,7 +667,7 @@ def time_spmd(
       clock: ``"wall"`` or ``"cpu"`` (:mod:`hlo_go.xla.timing`).
 
     Returns:
-      The :class:`~hlo_go.xla.Timing` (``.median`` is the median seconds per run).
+      The :class:`~hlo_go.xla.timing.Timing` (``.median`` is the median seconds per run).
     """
     placed = exe.put(args)
 
