@@ -273,7 +273,8 @@ class Program:
                 hint = (
                     "; the module holds fusions XLA made (library kCustom fusions of a "
                     "pre-fusion module, or an optimized module), which XLA does not compile "
-                    'again: pass the unoptimized module (jax.jit(f).lower(...).as_text(dialect="hlo"))'
+                    "again: pass the unoptimized module "
+                    '(jax.jit(f).lower(...).as_text(dialect="hlo"))'
                 )
             raise LoweringError(f"XLA cannot compile {self.name!r}: {error}{hint}") from None
         return Executable(compiled, self._call_of(compiled), label="XLA default")

@@ -26,7 +26,8 @@ or TPU cores.
 
 This module is the placed (MPMD) face of :mod:`hlo_go.xla`: ``from hlo_go.xla.placed
 import ...`` (its ``__all__``; the partitioning names come from
-:mod:`hlo_go.xla.mpmd`). ``run_placed`` and ``measure_placed`` are the entry points for a function or a module;
+:mod:`hlo_go.xla.mpmd`). ``run_placed`` and ``measure_placed`` are the entry points for a
+function or a module;
 ``measure_placed`` checks outputs against XLA's default compile of the same program
 before it reports times (:func:`check_placed_outputs`: the dtype tolerances of
 :func:`hlo_go.xla.outputs_match`, and for float32 outputs outside them the float64
