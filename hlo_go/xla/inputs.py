@@ -11,7 +11,7 @@ import numpy as np
 
 from hlo_go.errors import HloGoWarning
 from hlo_go.hlo import HloModule, Shape
-from hlo_go.xla.index_bounds.index_bounds import index_bounds
+from hlo_go.xla.index_bounds import index_bounds
 
 # HLO element type -> numpy dtype.
 NUMPY_DTYPES: dict[str, np.dtype] = {
