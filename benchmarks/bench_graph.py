@@ -56,7 +56,7 @@ def build_lstm_prefusion_text(steps: int, *, layers: int = 2, hidden: int = 32) 
     import numpy as np
     import optax
 
-    from hlo_go.xla import capture_prefusion_lowered
+    from hlo_go.xla.hooks import capture_prefusion_lowered
 
     vocab, batch = 16, 4
     rng = np.random.default_rng(0)

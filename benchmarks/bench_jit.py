@@ -66,7 +66,7 @@ def mlp_args(batch: int, sizes: tuple[int, ...] = (64, 256, 256, 10)) -> tuple[A
 
 def _corpus_case(name: str) -> tuple[Any, tuple[Any, ...]]:
     from hlo_corpus import get_workload
-    from hlo_go.xla import random_arguments
+    from hlo_go.xla.inputs import random_arguments
 
     step, abstract = get_workload(name).make()
     args = random_arguments(tuple(abstract), seed=0, scale=0.1, positive=True)

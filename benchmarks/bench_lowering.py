@@ -12,7 +12,7 @@ sharing the host do not stretch the figures:
 * ``searched``: simulated annealing over the simulator on ``host-cpu-1``
   (:data:`SEARCH_BUDGET` evaluations), then lowered: its fusion, and XLA's order with
   memory-freeing instructions run first (on one device the order changes no simulated
-  time, :func:`hlo_go.xla.searched_tasks`; :func:`hlo_go.xla.memory_schedule`).
+  time, :func:`hlo_go.methods.searched_tasks`; :func:`hlo_go.xla.schedule.memory_schedule`).
 
 Every variant is run once and checked against the reference's outputs (dtype
 tolerances of :func:`hlo_go.xla.outputs_match`) before it is timed; correct variants are
@@ -23,7 +23,7 @@ against the reference's). Times are relative to the reference's median in the sa
 interleaving.
 
 Inputs are random (integers in [1, 4), or [0, rows) where they index a table of fewer
-rows, :func:`hlo_go.xla.index_bounds`; floats |N(0, 0.1²)|). Results per graph are
+rows, :func:`hlo_go.xla.index_bounds.index_bounds`; floats |N(0, 0.1²)|). Results per graph are
 cached in ``results/lowering.partial.json`` with a digest of their inputs
 (``inputs_sha256``) and :data:`RESULTS_VERSION` so an interrupted run resumes, and a
 graph whose inputs today differ from its cached result's, or measured by an older
@@ -82,9 +82,9 @@ PARTIAL = RESULTS_DIR / "lowering.partial.json"
 # Bump when a change makes cached per-graph results incomparable. 2: searched leaves the
 # order to XLA on one device; 3: regeneration repeats across groups (and clones broadcasts
 # left alone), :func:`hlo_go.xla.fusion.regenerate_shared`; 4: timing rounds rotate the
-# order of the variants (:func:`hlo_go.xla.time_interleaved`); 5: searched orders the entry
-# for memory on one device (:func:`hlo_go.xla.memory_schedule`), and fusions read values
-# written out anyway rather than recompute them (:func:`hlo_go.xla.regenerate_shared`); 6:
+# order of the variants (:func:`hlo_go.xla.timing.time_interleaved`); 5: searched orders the entry
+# for memory on one device (:func:`hlo_go.xla.schedule.memory_schedule`), and fusions read values
+# written out anyway rather than recompute them (:func:`hlo_go.xla.fusion.regenerate_shared`); 6:
 # large dots and convolutions stay out of our fusions (:func:`hlo_go.decisions.large_matrix_nodes`).
 RESULTS_VERSION = 6
 # Graphs not started within this many seconds of the run are skipped (and listed).
@@ -114,25 +114,27 @@ def measure_graph(name: str, *, repeats: int, budget: int) -> dict[str, Any]:
       ``{"graph", "nodes", "rows": [...]}``, one row per variant.
     """
     from hlo_corpus import get_workload
-    from hlo_go.xla import Variant, measure_many, program
+    from hlo_go import methods
+    from hlo_go.xla import measure_many, program
 
     start = time.perf_counter()
     step, abstract = get_workload(name).make()
     prog = program(step, abstract)
     digest = inputs_digest(prog.args)
     nodes = prog.graph.num_nodes
+    variants = methods.variants(prog.graph, {m: (m, None) for m in FUSION_METHODS})
     search_start = time.perf_counter()
-    prog.decisions("searched", budget=budget)
+    searched = methods.variants(
+        prog.graph, {methods.SEARCHED: (methods.SEARCHED, methods.SEARCHED)}, budget=budget
+    )
     search_s = time.perf_counter() - search_start
-    variants = {m: Variant(m, None) for m in FUSION_METHODS}
-    variants["searched"] = Variant("searched", "searched")
+    variants.update(searched)
     results = measure_many(
         prog,
         variants,
         repeats=repeats,
         warmup=1,
         clock="cpu",
-        budget=budget,
         slow_factor=3.0,
         slow_repeats=2,
         skip_factor=8.0,

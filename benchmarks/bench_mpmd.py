@@ -248,7 +248,7 @@ class _Graph:
         import numpy as np
 
         from hlo_go.graph import build_graph
-        from hlo_go.xla import float64_reference, unfused_reference
+        from hlo_go.xla.placed import float64_reference, unfused_reference
 
         self.name = name
         self.module = module
@@ -271,7 +271,7 @@ class _Graph:
         """The one-device outputs (XLA's compile of the whole module as one segment)."""
         import numpy as np
 
-        from hlo_go.xla import compile_placed
+        from hlo_go.xla.placed import compile_placed
 
         if self.want is None:
             single = self.decisions(np.zeros(self.nodes, np.int32))
@@ -284,7 +284,8 @@ def _single_row(g: _Graph, quick: bool, calibration: Any, devices: Any) -> dict[
     """The 1-device placement, measured interleaved against XLA's default compile."""
     import numpy as np
 
-    from hlo_go.xla import compile_placed, measure_placed
+    from hlo_go.xla import measure_placed
+    from hlo_go.xla.placed import compile_placed
 
     single = g.decisions(np.zeros(g.nodes, np.int32))
     start = time.perf_counter()
@@ -330,7 +331,8 @@ def _placed_row(
     import numpy as np
 
     from hlo_go.calibration.runtime import mpmd_host_cluster
-    from hlo_go.xla import check_placed_outputs, compile_placed, outputs_match, partition
+    from hlo_go.xla import outputs_match
+    from hlo_go.xla.placed import check_placed_outputs, compile_placed, partition
 
     row: dict[str, Any] = {"graph": g.name, "nodes": g.nodes, "devices": d, "placement": kind}
     decisions = g.decisions(_placement(kind, g.graph, mpmd_host_cluster(d, calibration)))
@@ -410,7 +412,7 @@ def _measure_graph(
     import jax
 
     from hlo_go import corpus
-    from hlo_go.xla import training_inputs
+    from hlo_go.xla.inputs import training_inputs
 
     devices = jax.devices()
     g: _Graph | None = None

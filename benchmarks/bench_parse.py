@@ -141,7 +141,7 @@ def load_module_text(num_blocks: int) -> tuple[str, dict[str, Any]]:
 
 def _roundtrip_check(parse: Callable[[str], Any], text: str, instructions: int) -> dict[str, Any]:
     """Prints our parse back and has XLA's parser read it; counts must agree."""
-    from hlo_go.xla import xla_accepts
+    from hlo_go.xla.bridge import xla_accepts
 
     module = parse(text)
     start = time.perf_counter()
@@ -168,7 +168,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
       and whether ``parse_hlo`` meets the 12 MB/s target.
     """
     from hlo_go.hlo import parse_hlo
-    from hlo_go.xla import xla_parse
+    from hlo_go.xla.bridge import xla_parse
 
     num_blocks = QUICK_BLOCKS if quick else FULL_BLOCKS
     repeats = 3 if quick else 5

@@ -271,7 +271,7 @@ def quick_graphs() -> dict[str, Any]:
     from hlo_go.examples import example_path
     from hlo_go.graph import build_graph
     from hlo_go.hlo import load_hlo
-    from hlo_go.xla import capture_prefusion_lowered
+    from hlo_go.xla.hooks import capture_prefusion_lowered
 
     graphs = {"cnn": build_graph(load_hlo(example_path("cnn_train_step")))}
     for name, (fn, args) in quick_programs().items():

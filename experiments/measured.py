@@ -133,7 +133,9 @@ def placement_rows(
     from hlo_go.graph import build_graph
     from hlo_go.rl import train_one
     from hlo_go.sim import get_cluster, simulate
-    from hlo_go.xla import capture_prefusion_lowered, measure_placed, random_arguments
+    from hlo_go.xla import measure_placed
+    from hlo_go.xla.hooks import capture_prefusion_lowered
+    from hlo_go.xla.inputs import random_arguments
 
     rows = []
     for name in names:

@@ -110,7 +110,7 @@ def cmd_summarize(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_roundtrip(args: argparse.Namespace, console: Console) -> int:
-    from hlo_go.xla import xla_accepts
+    from hlo_go.xla.bridge import xla_accepts
 
     failures = 0
     for path in args.files:

@@ -34,7 +34,7 @@ import pytest
 from hlo_go import examples
 from hlo_go.hlo import Cost, HloModule, instruction_cost, module_cost, parse_hlo
 from hlo_go.hlo.cost import computation_cost
-from hlo_go.xla import xla_cost_analysis
+from hlo_go.xla.bridge import xla_cost_analysis
 
 E = 8 * 16  # elements of f32[8,16]
 B = 4 * E  # bytes of f32[8,16]

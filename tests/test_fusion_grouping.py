@@ -318,7 +318,8 @@ def test_groupings_on_corpus_graphs_are_legal(name: str):
 
 
 def test_groups_are_accepted_by_xla_lowering():
-    from hlo_go.xla import apply_fusion, xla_accepts
+    from hlo_go.xla import apply_fusion
+    from hlo_go.xla.bridge import xla_accepts
 
     g_text = f"HloModule m\n{ADD_F}\nENTRY e {{\n{REDUCE}\n}}\n"
     module = parse_hlo(g_text)

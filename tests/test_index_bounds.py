@@ -10,14 +10,10 @@ import numpy as np
 import pytest
 
 from hlo_go.hlo import parse_hlo
-from hlo_go.xla import (
-    compile_hlo_text,
-    index_bounds,
-    program,
-    random_arguments,
-    random_inputs,
-    run_executable,
-)
+from hlo_go.xla import program
+from hlo_go.xla.bridge import compile_hlo_text, run_executable
+from hlo_go.xla.index_bounds import index_bounds
+from hlo_go.xla.inputs import random_arguments, random_inputs
 
 
 def _take(rows: int) -> Callable[[jax.Array, jax.Array], jax.Array]:

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from hlo_go import methods
 from hlo_go.decisions import Decisions, fusion_group_names
 from hlo_go.hlo import parse_hlo
 from hlo_go.xla import (
@@ -16,12 +17,12 @@ from hlo_go.xla import (
     LoweringError,
     ScheduleError,
     compile_hlo,
-    hlo_hook,
-    list_schedule,
     lower,
     measure,
     program,
 )
+from hlo_go.xla.hooks import hlo_hook
+from hlo_go.xla.schedule import list_schedule
 
 
 def _f(x: jax.Array, w: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -97,7 +98,7 @@ def test_loop_bodies_are_fused_by_xla() -> None:
         if i.opcode == "while"
     ]
     assert bodies
-    fused = prog.lower(fusion="no-fusion")
+    fused = prog.lower(fusion=methods.decide(prog.graph, "no-fusion"))
     unfused = prog.lower(fusion=None)
     assert sum(_multi_instruction_fusions(fused.optimized, b) for b in bodies) > 0
     assert sum(_multi_instruction_fusions(unfused.optimized, b) for b in bodies) == 0
@@ -111,10 +112,11 @@ def test_schedule_is_the_executable_order() -> None:
     late_first = Decisions.default(prog.graph)._replace(
         schedule_priority=np.arange(len(names), dtype=np.float32)
     )
-    executable = prog.lower(fusion="xla-cpu-like", schedule=late_first)
+    xla_like = methods.decide(prog.graph, "xla-cpu-like")
+    executable = prog.lower(fusion=xla_like, schedule=late_first)
     assert executable.order is not None
     assert executable.entry_order == executable.order  # XLA runs the order we imposed
-    fifo = prog.lower(fusion="xla-cpu-like", schedule="fifo")
+    fifo = prog.lower(fusion=xla_like, schedule=methods.decide(prog.graph, "fifo"))
     assert fifo.entry_order == fifo.order
     assert executable.order != fifo.order  # the priorities changed the order
     _close(executable(*prog.args), jax.jit(_f)(X, W))
@@ -122,7 +124,7 @@ def test_schedule_is_the_executable_order() -> None:
 
 def test_priorities_map_to_fused_kernels_and_list_schedule() -> None:
     prog = program(_f, (X, W))
-    decisions = prog.decisions("critical-path+xla-cpu-like")
+    decisions = methods.decide(prog.graph, "critical-path+xla-cpu-like")
     module, _ = prog.fused_module(decisions)
     priority = prog.priorities(decisions, module)
     assert priority is not None
@@ -135,12 +137,15 @@ def test_priorities_map_to_fused_kernels_and_list_schedule() -> None:
 
 
 def test_measure_with_method_names_and_with_decisions() -> None:
-    named = measure(_f, (X, W), fusion="xla-cpu-like", schedule="critical-path", repeats=2)
+    prog = program(_f, (X, W))
+    variant = methods.variants(prog.graph, {"v": ("xla-cpu-like", "critical-path")})["v"]
+    named = measure(prog, fusion=variant.fusion, schedule=variant.schedule, label=variant.label,
+                    repeats=2)  # fmt: skip
     assert named.correct, named.message
     assert named.time_s and named.baseline_time_s and named.spread and named.baseline_spread
     assert named.spread[0] <= named.time_s <= named.spread[1]
-    assert "xla-cpu-like" in named.label and named.order is not None
-    prog = program(_f, (X, W))
+    assert named.label == "fusion=xla-cpu-like, schedule=critical-path"
+    assert named.order is not None
     decisions = _elementwise_fusion(prog)
     by_decisions = measure(prog, fusion=decisions, schedule=decisions, repeats=2, clock="cpu")
     assert by_decisions.correct and by_decisions.clock == "cpu"
@@ -169,7 +174,7 @@ def test_library_kernels_stay_as_xla_default_has_them() -> None:
     assert default, "XLA:CPU ran no library kernel: the premise of this test"
     assert custom(prog.prefusion) == default  # captured as XLA's default compile has them
     for fusion in ("xla-cpu-like", "fuse-all-legal"):
-        executable = prog.lower(fusion=fusion)
+        executable = prog.lower(fusion=methods.decide(prog.graph, fusion))
         assert custom(executable.optimized) == default, fusion
         _close(executable(*prog.args), jax.jit(_matmul_softmax)(x, w))
 
@@ -199,7 +204,9 @@ def test_outputs_that_round_differently_are_judged_against_float64() -> None:
 
 def test_random_inputs_for_hlo_text_a_file_and_abstract_arguments(tmp_path) -> None:  # type: ignore[no-untyped-def]
     text = jax.jit(_f).lower(X, W).as_text(dialect="hlo")
-    result = measure(text, fusion="fuse-all-legal", schedule="fifo", repeats=2)
+    graph = program(text).graph  # the graph to decide on: XLA's pre-fusion graph of the text
+    fused, fifo = (methods.decide(graph, m) for m in ("fuse-all-legal", "fifo"))
+    result = measure(text, fusion=fused, schedule=fifo, repeats=2)
     assert result.correct, result.message
     path = tmp_path / "f.hlo"
     path.write_text(text)
@@ -212,7 +219,7 @@ def test_random_inputs_for_hlo_text_a_file_and_abstract_arguments(tmp_path) -> N
     )
     drawn = program(_f, abstract)
     assert [a.shape for a in drawn.args] == [(16, 8), (8, 8)]
-    executable = lower(_f, "xla-cpu-like", args=abstract)
+    executable = lower(_f, methods.decide(drawn.graph, "xla-cpu-like"), args=abstract)
     _close(executable(*drawn.args), jax.jit(_f)(*drawn.args))
 
 
@@ -230,8 +237,10 @@ def test_illegal_decisions_get_clear_errors() -> None:
     tanh = next(i.name for i in prog.prefusion.entry.instructions if i.opcode == "tanh")
     with pytest.raises(FusionError, match="cannot be fused"):
         prog.lower(fusion=[[parameter, tanh]])
-    with pytest.raises(LoweringError, match="unknown method 'no-such-method'"):
-        prog.lower(fusion="no-such-method")
+    with pytest.raises(methods.UnknownMethodError, match="unknown method 'no-such-method'"):
+        methods.decide(prog.graph, "no-such-method")
+    with pytest.raises(LoweringError, match="is a method name"):
+        prog.lower(fusion="xla-cpu-like")  # names are hlo_go.methods' to resolve
     wrong = Decisions(np.zeros(3, np.int32), np.zeros(3, np.float32), np.ones(3, np.float32))
     with pytest.raises(LoweringError, match="do not fit"):
         prog.lower(fusion=wrong)
@@ -318,7 +327,7 @@ def test_large_convolutions_stay_out_of_fusions_small_ones_may_fuse() -> None:
     kept = without_large_matrices(graph, every)
     assert kept.fusion_priority[big] == 0 and kept.fusion_priority[small] == 1
     assert without_large_matrices(graph, kept) is kept  # nothing left to change
-    executable = prog.lower(fusion="fuse-all-legal")
+    executable = prog.lower(fusion=methods.decide(graph, "fuse-all-legal"))
     fused = {name for group in executable.groups for name in group}
     assert graph.names[small] in fused and graph.names[big] not in fused
     _close(executable(*prog.args), jax.jit(_two_convs)(x, k, s))

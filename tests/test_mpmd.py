@@ -14,22 +14,20 @@ from hlo_go import corpus
 from hlo_go.decisions import Decisions
 from hlo_go.graph import build_graph
 from hlo_go.hlo import parse_hlo
-from hlo_go.xla import (
-    PlacementError,
-    check_placed_outputs,
-    compile_hlo_text,
-    compile_placed,
-    measure_placed,
-    outputs_match,
-    partition,
-    placed_module,
-    random_inputs,
-    run_placed,
-)
+from hlo_go.xla import measure_placed, outputs_match, run_placed
 from hlo_go.xla._jaxlib import canonical_program_text
 from hlo_go.xla.arbiter import as_accurate_as_reference
+from hlo_go.xla.bridge import compile_hlo_text
+from hlo_go.xla.inputs import random_inputs
 from hlo_go.xla.mpmd import COMPUTE, check_partition
-from hlo_go.xla.placed import FUSION_OFF_REFERENCE
+from hlo_go.xla.placed import (
+    FUSION_OFF_REFERENCE,
+    PlacementError,
+    check_placed_outputs,
+    compile_placed,
+    partition,
+    placed_module,
+)
 from hlo_go.xla.segments import expand_bitcasts, portable_module
 
 DEVICES = jax.devices()

@@ -14,7 +14,8 @@ import pytest
 
 from hlo_go.examples import example_path
 from hlo_go.hlo import OPCODES, HloModule, load_hlo, parse_hlo
-from hlo_go.xla import compile_hlo_text, random_inputs, run_executable, xla_parse
+from hlo_go.xla.bridge import compile_hlo_text, run_executable, xla_parse
+from hlo_go.xla.inputs import random_inputs
 
 XLA_STYLE = sorted((Path(__file__).parent / "data" / "xla_style").glob("*.hlo"))
 CASES = [(name, stage) for name in hlo_samples.SAMPLES for stage in hlo_samples.STAGES]
@@ -76,7 +77,8 @@ _COMPARE_SCRIPT = textwrap.dedent(
     import json, sys
     import numpy as np
     from hlo_go.hlo import parse_hlo
-    from hlo_go.xla import compile_hlo_text, random_inputs, run_executable
+    from hlo_go.xla.bridge import compile_hlo_text, run_executable
+    from hlo_go.xla.inputs import random_inputs
     original, printed = json.load(sys.stdin)
     args = random_inputs(parse_hlo(original), seed=2)
     expected = run_executable(compile_hlo_text(original), args)

@@ -12,7 +12,7 @@ import hlo_samples
 import jax
 import pytest
 
-from hlo_go.xla import xla_parse
+from hlo_go.xla.bridge import xla_parse
 
 XLA_STYLE_DIR = Path(__file__).resolve().parent / "data" / "xla_style"
 XLA_STYLE_FILES = sorted(XLA_STYLE_DIR.glob("*.hlo"))

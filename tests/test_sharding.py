@@ -34,7 +34,8 @@ from hlo_go.sharding import (
 from hlo_go.sharding.greedy import fit_memory, solve_greedy
 from hlo_go.sharding.strategies import reshape_dim_map
 from hlo_go.sim import get_cluster
-from hlo_go.xla import compile_hlo_text, random_inputs, run_executable
+from hlo_go.xla.bridge import compile_hlo_text, run_executable
+from hlo_go.xla.inputs import random_inputs
 from hlo_go.xla.spmd import check_spmd, collective_bytes, count_collectives
 
 MESH = Mesh((2, 4))

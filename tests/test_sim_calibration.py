@@ -186,7 +186,7 @@ def test_variant_table_ranks_predictions_against_measurements():
 
 
 def test_wrap_alone_makes_scatter_its_own_fusion():
-    from hlo_go.xla import xla_accepts
+    from hlo_go.xla.bridge import xla_accepts
 
     text = """HloModule s
 add {

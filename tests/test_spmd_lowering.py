@@ -16,23 +16,22 @@ import numpy as np
 import pytest
 
 from hlo_go.hlo import FrozenDict, parse_hlo
-from hlo_go.xla import (
-    COLLECTIVE_KINDS,
-    check_spmd,
-    collective_bytes,
-    compile_hlo_text,
-    compile_spmd,
-    count_collectives,
-    run_executable,
-    run_spmd,
-    strip_shardings,
-    time_spmd,
-)
 from hlo_go.xla.arbiter import (
     INPUT_ROUNDING_REFERENCE,
     as_accurate_as_reference,
     input_rounding_runs,
     moved_by_one_ulp,
+)
+from hlo_go.xla.bridge import compile_hlo_text, run_executable
+from hlo_go.xla.spmd import (
+    COLLECTIVE_KINDS,
+    check_spmd,
+    collective_bytes,
+    compile_spmd,
+    count_collectives,
+    run_spmd,
+    strip_shardings,
+    time_spmd,
 )
 
 ROW8 = "{devices=[8,1]<=[8]}"

@@ -8,13 +8,9 @@ import numpy as np
 import pytest
 
 from hlo_go.hlo import parse_hlo
-from hlo_go.xla import (
-    FusionError,
-    apply_fusion,
-    capture_prefusion,
-    compile_replacing,
-    regenerate_shared,
-)
+from hlo_go.xla import FusionError, apply_fusion, capture_prefusion
+from hlo_go.xla.fusion import regenerate_shared
+from hlo_go.xla.hooks import compile_replacing
 
 
 def _f(x: jax.Array, y: jax.Array) -> tuple[jax.Array, jax.Array]:

@@ -9,8 +9,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from hlo_go import methods
 from hlo_go.hlo import FrozenDict, HloComputation, HloModule, parse_hlo
-from hlo_go.xla import capture_prefusion, measure, outputs_match, program, searched_tasks
+from hlo_go.methods import searched_tasks
+from hlo_go.xla import MEMORY_ORDER, capture_prefusion, measure, outputs_match, program
 
 
 def _f(x: jax.Array, w: jax.Array) -> jax.Array:
@@ -56,26 +58,32 @@ def test_temp_bytes_are_those_of_xla_buffer_assignment() -> None:
 
 def test_searched_orders_the_entry_only_where_the_order_changes_simulated_time() -> None:
     from hlo_go.sim import get_cluster
-    from hlo_go.xla import peak_bytes
+    from hlo_go.xla.schedule import peak_bytes
 
     # One device: one kernel at a time, nothing moved, so the search decides no
     # priorities; the entry keeps XLA's order, memory-freeing instructions first.
     assert searched_tasks(get_cluster("host-cpu-1")) == ("fusion",)
     assert "scheduling" in searched_tasks(get_cluster("v100x4"))
     prog = program(_f, (X, W))
-    executable = prog.lower("searched", budget=20)
-    assert prog.priorities("searched", executable.module, budget=20) is None
-    assert executable.order is not None and "schedule=searched" in executable.label
+    searched = methods.variants(prog.graph, {"s": ("searched", "searched")}, budget=20)["s"]
+    assert searched.schedule is MEMORY_ORDER  # the search decided no order on one device
+    executable = prog.lower(fusion=searched.fusion, schedule=searched.schedule)
+    assert prog.priorities(searched.schedule, executable.module) is None
+    assert executable.order is not None and "schedule=memory" in executable.label
     assert executable.entry_order == executable.order
-    xla_order = prog.lower(fusion="searched", budget=20)
+    xla_order = prog.lower(fusion=searched.fusion)
     assert xla_order.order is None and "schedule=xla" in xla_order.label
     entry = executable.optimized.entry
     assert peak_bytes(entry, executable.order) <= peak_bytes(entry, xla_order.entry_order)
-    assert prog.lower(fusion="no-fusion").label == "fusion=no-fusion, schedule=xla"
-    assert not np.any(prog.decisions("searched", budget=20).placement)
-    ordered = prog.priorities("searched", executable.module, cluster="v100x4", budget=20)
+    no_fusion = methods.variants(prog.graph, {"n": ("no-fusion", None)})["n"]
+    assert prog.lower(fusion=no_fusion.fusion, label=no_fusion.label).label == (
+        "fusion=no-fusion, schedule=xla"
+    )
+    assert not np.any(searched.fusion.placement)
+    four = methods.schedule_spec(prog.graph, "searched", cluster="v100x4", budget=20)
+    ordered = prog.priorities(four, executable.module)
     assert ordered is not None and len(ordered) > 0
-    result = measure(prog, fusion="searched", schedule="searched", repeats=2, warmup=1)
+    result = measure(prog, fusion=searched.fusion, schedule=searched.schedule, repeats=2)
     assert result.correct, result.message
 
 
@@ -120,7 +128,8 @@ ENTRY main {
 
 def test_a_module_that_cannot_run_here_is_refused_with_the_instruction_named() -> None:
     from hlo_go.decisions import Decisions
-    from hlo_go.xla import LoweringError, PlacementError, run_placed, unsupported_reasons
+    from hlo_go.xla import LoweringError, run_placed, unsupported_reasons
+    from hlo_go.xla.placed import PlacementError
 
     module = parse_hlo(_TPU_KERNEL)
     assert unsupported_reasons(module, "tpu") == []

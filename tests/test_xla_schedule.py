@@ -8,17 +8,9 @@ import numpy as np
 import pytest
 
 from hlo_go.hlo import HloComputation, parse_hlo
-from hlo_go.xla import (
-    ScheduleError,
-    apply_fusion,
-    apply_schedule,
-    capture_prefusion,
-    compile_with,
-    list_schedule,
-    memory_schedule,
-    peak_bytes,
-)
+from hlo_go.xla import ScheduleError, apply_fusion, apply_schedule, capture_prefusion, compile_with
 from hlo_go.xla._jaxlib import compiled_temp_bytes
+from hlo_go.xla.schedule import list_schedule, memory_schedule, peak_bytes
 
 
 def _f(x: jax.Array) -> tuple[jax.Array, jax.Array]:

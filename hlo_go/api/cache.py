@@ -21,7 +21,7 @@ import jax
 import numpy as np
 
 from hlo_go.api.record import Record
-from hlo_go.decisions import Decisions
+from hlo_go.decisions import ARRAY_FIELDS, Decisions
 
 
 def fingerprint(lowered: Any, options_key: str, *, platform: str = "cpu") -> str:
@@ -61,7 +61,7 @@ class DecisionCache:
             arrays_path = self.root / f"{key}.npz"
             if arrays_path.is_file():
                 with np.load(arrays_path) as arrays:
-                    decisions = Decisions(**{f: arrays[f] for f in Decisions._fields})
+                    decisions = Decisions(**{f: arrays[f] for f in ARRAY_FIELDS})
         except (OSError, ValueError, TypeError, KeyError):
             return None  # a corrupt entry is a miss, decided again and overwritten
         return record, decisions
@@ -71,6 +71,6 @@ class DecisionCache:
         self.root.mkdir(parents=True, exist_ok=True)
         if decisions is not None:
             buffer = io.BytesIO()
-            np.savez(buffer, **decisions._asdict())
+            np.savez(buffer, **decisions.arrays())
             _write(self.root / f"{key}.npz", buffer.getvalue())
         _write(self.root / f"{key}.json", json.dumps(record.to_json()).encode())

@@ -15,9 +15,11 @@ from __future__ import annotations
 import time
 from typing import NamedTuple
 
+from hlo_go import methods
 from hlo_go.api.options import Options
 from hlo_go.decisions import Decisions
-from hlo_go.xla import SEARCHED, Program
+from hlo_go.methods import SEARCHED
+from hlo_go.xla import Program
 
 
 class Decided(NamedTuple):
@@ -55,7 +57,7 @@ def decide(program: Program, options: Options) -> Decided:
 
     Raises:
       FileNotFoundError: a shipped policy whose file is missing.
-      hlo_go.xla.LoweringError: an unknown method name.
+      hlo_go.methods.UnknownMethodError: an unknown method name.
       ValueError: decisions the graph or cluster refuse.
     """
     from hlo_go.sim import get_cluster, simulate
@@ -80,8 +82,8 @@ def decide(program: Program, options: Options) -> Decided:
             method += ", zero-shot"
     else:
         budget = options.budget or None
-        decisions = program.decisions(
-            options.policy, cluster=options.cluster, seed=options.seed, budget=budget
+        decisions = methods.decide(
+            graph, options.policy, cluster=cluster, seed=options.seed, budget=budget
         )
         method = options.policy if options.policy != SEARCHED else "searched (simulated annealing)"
     simulated = float(simulate(graph, cluster, decisions).step_time)
@@ -94,14 +96,14 @@ def decides_order(options: Options) -> bool:
 
     A search or a policy is scored by the simulator, and on a one-device cluster the
     simulator is indifferent to the order (one kernel at a time, nothing moved): their
-    order there is arbitrary, and XLA keeps its own (:func:`hlo_go.xla.searched_tasks`).
+    order there is arbitrary, and XLA keeps its own (:func:`hlo_go.methods.searched_tasks`).
     A baseline heuristic's order is its method's own choice and is imposed.
 
     Returns:
       False when ``options.tasks`` leaves out scheduling, or the order would be arbitrary.
     """
+    from hlo_go.methods import searched_tasks
     from hlo_go.sim import get_cluster
-    from hlo_go.xla import searched_tasks
 
     if "scheduling" not in options.tasks:
         return False

@@ -34,13 +34,15 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from hlo_go import methods
 from hlo_go.api.cache import DecisionCache, fingerprint
 from hlo_go.api.decide import decide, decides_order
 from hlo_go.api.options import Options
 from hlo_go.api.record import HLO_GO, JAX_JIT, Record
 from hlo_go.api.signature import Signature, resolve_static
 from hlo_go.decisions import Decisions
-from hlo_go.xla import Program, Timing, outputs_match, time_interleaved
+from hlo_go.xla import Program, outputs_match
+from hlo_go.xla.timing import Timing, time_interleaved
 
 logger = logging.getLogger(__name__)
 
@@ -185,11 +187,13 @@ class OptimizedFunction:
                 decide_s=decided.seconds,
             )  # fmt: skip
         began = time.perf_counter()
+        fusion = decisions
+        if "fusion" not in options.tasks:
+            fusion = methods.decide(
+                program.graph, "xla-cpu-like", cluster=options.cluster, seed=options.seed
+            )
         executable = program.lower(
-            fusion=decisions if "fusion" in options.tasks else "xla-cpu-like",
-            schedule=decisions if decides_order(options) else None,
-            cluster=options.cluster,
-            seed=options.seed,
+            fusion=fusion, schedule=decisions if decides_order(options) else None
         )
         compiled = executable.compiled
         base = base._replace(compile_s=time.perf_counter() - began, fusions=executable.num_fusions)

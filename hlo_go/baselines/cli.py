@@ -223,7 +223,7 @@ def cmd_baseline(args: argparse.Namespace, console: Console) -> int:
                 )
                 progress.advance(task)
                 if args.save_decisions:
-                    np.savez(args.save_decisions, **found[0]._asdict())
+                    np.savez(args.save_decisions, **found[0].arrays())
 
     if args.json:
         text = json.dumps([r.to_dict() for r in rows], indent=1)

@@ -3,7 +3,8 @@ fusion grouping they imply.
 
 Public names::
 
-    Decisions (.default, .validate, .fusion_groups)
+    Decisions (.default, .for_graph, .validate, .check_graph, .arrays, .fusion_groups)
+    GraphMismatchError    graph_fingerprint(graph)    ARRAY_FIELDS
     fusion_groups(graph, placement, fusion_priority, ...) -> int32[N]    FusionLimits
     fusion_group_names(graph, group)      fusible_nodes(graph)
     check_fusion_groups(graph, group)     FusionGroupError
@@ -21,7 +22,12 @@ from hlo_go.decisions.adjacency import Adjacency as Adjacency
 from hlo_go.decisions.adjacency import adjacency as adjacency
 from hlo_go.decisions.adjacency import build_adjacency as build_adjacency
 from hlo_go.decisions.adjacency import graph_cached as graph_cached
-from hlo_go.decisions.decisions import Decisions
+from hlo_go.decisions.decisions import (
+    ARRAY_FIELDS,
+    Decisions,
+    GraphMismatchError,
+    graph_fingerprint,
+)
 from hlo_go.decisions.fusion import DEFAULT_LIMITS as DEFAULT_LIMITS
 from hlo_go.decisions.fusion import FusionLimits, fusion_group_names, fusion_groups
 from hlo_go.decisions.fusion import candidate_edges as candidate_edges
@@ -36,11 +42,14 @@ from hlo_go.decisions.legality import large_matrix_nodes as large_matrix_nodes
 from hlo_go.decisions.legality import module_output_dims as module_output_dims
 
 __all__ = [
+    "ARRAY_FIELDS",
     "Decisions",
     "FusionGroupError",
     "FusionLimits",
+    "GraphMismatchError",
     "check_fusion_groups",
     "fusible_nodes",
     "fusion_group_names",
     "fusion_groups",
+    "graph_fingerprint",
 ]

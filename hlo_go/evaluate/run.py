@@ -421,7 +421,7 @@ def measure_input(
     the file, or of a corpus graph's unoptimized module) on ``host-cpu-1``; the decisions
     are lowered, checked and timed by :func:`hlo_go.xla.measure_many`. Module-level so
     that :func:`evaluate` runs it in a pinned child process
-    (:func:`hlo_go.xla.in_pinned_process`, hence the ``"cpu"`` clock).
+    (:func:`hlo_go.xla.timing.in_pinned_process`, hence the ``"cpu"`` clock).
 
     Args:
       source: an HLO file or a corpus graph name.
@@ -445,6 +445,7 @@ def measure_input(
     """
     import os
 
+    from hlo_go import methods as named
     from hlo_go import xla
     from hlo_go.sim import get_cluster
 
@@ -452,12 +453,12 @@ def measure_input(
         os.dup2(os.open(stderr, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 2)
     prog = xla.program(_measure_source(source), seed=seed)
     graph = prog.graph
-    variants = {m: xla.Variant(fusion=m, schedule=m) for m in methods}
+    variants = named.variants(graph, {m: (m, m) for m in methods}, seed=seed)
     out: dict[str, tuple[bool | None, float | None, str]] = {}
     if policy is not None:
         try:
             decisions, _ = policy_decisions(
-                policy, policy_method, graph, get_cluster(xla.HOST_CLUSTER), samples=samples,
+                policy, policy_method, graph, get_cluster(named.HOST_CLUSTER), samples=samples,
                 finetune_steps=finetune_steps, seed=seed, out_dir=work_dir,
             )  # fmt: skip
             variants[policy_method] = xla.Variant(fusion=decisions, schedule=decisions)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from typing import NamedTuple
 
@@ -125,6 +126,34 @@ class OpGraph(NamedTuple):
     def opcode_names(self) -> tuple[str, ...]:
         """The opcode name of each node (``"<unknown>"`` where not in the vocabulary)."""
         return tuple(OPCODE_VOCAB[i] for i in self.opcode.tolist())
+
+    @property
+    def fingerprint(self) -> str:
+        """A digest of the graph's structure: 16 hex digits.
+
+        Derived from what decisions are positional over: the node count, each node's
+        opcode and output bytes, the data and control edges, trip counts and the root.
+        Node names and features are left out, so the same module text parsed again, or
+        recompiled by XLA with instructions renamed, gives the same fingerprint.
+        :class:`~hlo_go.decisions.Decisions` carry the fingerprint of the graph they were
+        made for.
+        """
+        digest = hashlib.sha256(f"opgraph/{self.num_nodes}/{int(self.root)}".encode())
+        for array in (
+            self.opcode_names,
+            self.bytes_out,
+            self.trip_count,
+            self.senders,
+            self.receivers,
+            self.control_senders,
+            self.control_receivers,
+        ):
+            if isinstance(array, tuple):
+                digest.update("\0".join(array).encode())
+            else:
+                digest.update(np.ascontiguousarray(array, dtype=np.int64).tobytes())
+            digest.update(b"|")
+        return digest.hexdigest()[:16]
 
     def feature(self, name: str) -> np.ndarray:
         """One feature column by its name in :data:`hlo_go.graph.FEATURE_NAMES`.

@@ -6,7 +6,9 @@ import dataclasses
 from typing import Any
 
 from hlo_go.hlo import HloModule, parse_hlo
-from hlo_go.xla import compile_hlo_text, outputs_match, run_executable, training_inputs
+from hlo_go.xla import outputs_match
+from hlo_go.xla.bridge import compile_hlo_text, run_executable
+from hlo_go.xla.inputs import training_inputs
 
 
 @dataclasses.dataclass(frozen=True)

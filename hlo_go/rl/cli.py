@@ -180,7 +180,7 @@ def add_train_commands(subparsers: Any) -> None:
 def _save_decisions(out: Path, name: str, decisions: Decisions) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"decisions_{name}.npz"
-    np.savez(path, **decisions._asdict())
+    np.savez(path, **decisions.arrays())
     return path
 
 

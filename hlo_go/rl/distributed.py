@@ -72,6 +72,7 @@ from hlo_go.rl.trainer import (
     step_stats,
 )
 from hlo_go.sim import Cluster
+from hlo_go.xla._jaxlib import gloo_available as _jaxlib_gloo_available
 
 KIND = "data_parallel_pretrain"
 """The ``kind`` of the checkpoints :func:`data_parallel_pretrain` writes."""
@@ -81,12 +82,7 @@ KIND = "data_parallel_pretrain"
 
 def gloo_available() -> bool:
     """Whether this jaxlib has gloo CPU collectives (what CPU processes need to talk)."""
-    try:
-        from jax._src.lib import _jax
-
-        return hasattr(_jax, "make_gloo_tcp_collectives")
-    except ImportError:  # pragma: no cover - other jaxlib layouts
-        return False
+    return _jaxlib_gloo_available()
 
 
 def initialize(

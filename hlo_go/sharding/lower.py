@@ -153,8 +153,10 @@ def measure_sharding(
     """
     import jax
 
-    from hlo_go.xla import compile_hlo_text, run_executable, time_interleaved, training_inputs
+    from hlo_go.xla.bridge import compile_hlo_text, run_executable
+    from hlo_go.xla.inputs import training_inputs
     from hlo_go.xla.spmd import check_spmd
+    from hlo_go.xla.timing import time_interleaved
 
     text = annotate(sg, choice).to_text()
     args = training_inputs(sg.module)

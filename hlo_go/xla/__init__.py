@@ -1,201 +1,194 @@
-"""Bridges to XLA: compiling, parsing, running and costing HLO with XLA's own code."""
+"""Lowering decisions into XLA's own compile, and measuring them against XLA's default.
 
-from hlo_go.xla._jaxlib import (
-    compile_hlo_text,
-    run_executable,
-    xla_accepts,
-    xla_cost_analysis,
-    xla_module_to_text,
-    xla_parse,
-)
-from hlo_go.xla.arbiter import WIDENING_FACTOR, as_accurate_as_reference, float64_outputs
+What a user calls: :func:`program` (a jax function, a ``Lowered`` or an HLO module, with its
+pre-fusion :attr:`Program.graph`, the graph to decide on), :func:`lower` /
+:meth:`Program.lower` (fusion and schedule decisions swapped into XLA's compile),
+:func:`measure` / :func:`measure_many` (outputs checked, then timed against XLA's default),
+:func:`capture_prefusion`, :func:`apply_fusion`, :func:`apply_schedule`,
+:func:`compile_with`, :func:`profile_lowered`, and :func:`run_placed` /
+:func:`measure_placed` (a placement over several devices). This package lowers decisions
+it is given; :mod:`hlo_go.methods` turns method names into decisions.
+
+Faces: :mod:`hlo_go.xla.placed` (placed, MPMD execution over several devices),
+:mod:`hlo_go.xla.spmd` (SPMD partitioning by XLA); every other name lives in its module
+(:mod:`~hlo_go.xla.fusion`, :mod:`~hlo_go.xla.schedule`, :mod:`~hlo_go.xla.hooks`,
+:mod:`~hlo_go.xla.inputs`, :mod:`~hlo_go.xla.arbiter`, :mod:`~hlo_go.xla.passes`,
+:mod:`~hlo_go.xla.timing`, ...). Names this package exported before keep working for one
+release, with a ``DeprecationWarning`` naming their home.
+"""
+
+import importlib
+import warnings
+from typing import Any
+
 from hlo_go.xla.fusion import (
-    CPU_EMITTER_NOT_FUSIBLE,
-    NOT_FUSIBLE,
     FusionError,
-    adopt_control_flow,
     apply_fusion,
-    regenerate_shared,
-    unwrap_fusions,
-    wrap_alone,
-    wrap_named,
 )
 from hlo_go.xla.hooks import (
-    PREFUSION_COMPILER_OPTIONS,
-    WRAPPED_COMPILER_OPTIONS,
     capture_prefusion,
-    capture_prefusion_lowered,
-    capture_prefusion_with,
-    compile_replacing,
-    hlo_hook,
-)
-from hlo_go.xla.index_bounds import index_bounds
-from hlo_go.xla.inputs import (
-    ElidedConstantsWarning,
-    elided_constants,
-    fan_in_scale,
-    random_arguments,
-    random_array,
-    random_inputs,
-    training_inputs,
 )
 from hlo_go.xla.lowering import (
-    HOST_CLUSTER,
     MEMORY_ORDER,
-    SEARCHED,
+    DecisionsMismatchError,
     Executable,
     LoweringError,
+    OptimizedModuleError,
+    Order,
     Program,
     compile_hlo,
     lower,
     program,
-    searched_tasks,
 )
-from hlo_go.xla.measure import Measurement, Variant, measure, measure_many, outputs_match
-from hlo_go.xla.mpmd import Leaf, Partition, PlacementError, Segment, partition
-from hlo_go.xla.passes import (
-    PassFailedError,
-    PassNotRunError,
-    PipelinePass,
-    canonicalize_hlo,
-    discover_pipeline,
-    passes_run,
-    run_hlo_passes,
+from hlo_go.xla.measure import (
+    Measurement,
+    Variant,
+    measure,
+    measure_many,
+    outputs_match,
 )
 from hlo_go.xla.placed import (
-    PlacedArguments,
-    PlacedProgram,
-    RunStats,
-    check_placed_outputs,
-    compile_placed,
-    float64_reference,
     measure_placed,
-    placed_module,
     run_placed,
-    unfused_reference,
 )
-from hlo_go.xla.profile import InstructionProfile, profile_lowered
+from hlo_go.xla.profile import (
+    profile_lowered,
+)
 from hlo_go.xla.schedule import (
     ScheduleError,
     apply_schedule,
-    compile_hooked,
     compile_with,
-    list_schedule,
-    memory_schedule,
-    peak_bytes,
 )
-from hlo_go.xla.spmd import (
-    COLLECTIVE_KINDS,
-    ArraySharding,
-    SpmdCheck,
-    SpmdExecutable,
-    check_spmd,
-    collective_bytes,
-    compile_spmd,
-    count_collectives,
-    run_spmd,
-    spmd_devices,
-    strip_shardings,
-    time_spmd,
+from hlo_go.xla.support import (
+    unsupported_reasons,
 )
-from hlo_go.xla.support import unsupported_reasons
-from hlo_go.xla.timing import Timing, in_pinned_process, pin_to_cpu, time_interleaved
 
 __all__ = [
-    "COLLECTIVE_KINDS",
-    "CPU_EMITTER_NOT_FUSIBLE",
-    "HOST_CLUSTER",
     "MEMORY_ORDER",
-    "NOT_FUSIBLE",
-    "PREFUSION_COMPILER_OPTIONS",
-    "SEARCHED",
-    "WIDENING_FACTOR",
-    "WRAPPED_COMPILER_OPTIONS",
-    "ArraySharding",
-    "ElidedConstantsWarning",
+    "DecisionsMismatchError",
     "Executable",
     "FusionError",
-    "InstructionProfile",
-    "Leaf",
     "LoweringError",
     "Measurement",
-    "Partition",
-    "PassFailedError",
-    "PassNotRunError",
-    "PipelinePass",
-    "PlacedArguments",
-    "PlacedProgram",
-    "PlacementError",
+    "OptimizedModuleError",
+    "Order",
     "Program",
-    "RunStats",
     "ScheduleError",
-    "Segment",
-    "SpmdCheck",
-    "SpmdExecutable",
-    "Timing",
     "Variant",
-    "adopt_control_flow",
     "apply_fusion",
     "apply_schedule",
-    "as_accurate_as_reference",
-    "canonicalize_hlo",
     "capture_prefusion",
-    "capture_prefusion_lowered",
-    "capture_prefusion_with",
-    "check_placed_outputs",
-    "check_spmd",
-    "collective_bytes",
     "compile_hlo",
-    "compile_hlo_text",
-    "compile_hooked",
-    "compile_placed",
-    "compile_replacing",
-    "compile_spmd",
     "compile_with",
-    "count_collectives",
-    "discover_pipeline",
-    "elided_constants",
-    "fan_in_scale",
-    "float64_outputs",
-    "float64_reference",
-    "hlo_hook",
-    "in_pinned_process",
-    "index_bounds",
-    "list_schedule",
     "lower",
     "measure",
     "measure_many",
     "measure_placed",
-    "memory_schedule",
     "outputs_match",
-    "partition",
-    "passes_run",
-    "peak_bytes",
-    "pin_to_cpu",
-    "placed_module",
     "profile_lowered",
     "program",
-    "random_arguments",
-    "random_array",
-    "random_inputs",
-    "regenerate_shared",
-    "run_executable",
-    "run_hlo_passes",
     "run_placed",
-    "run_spmd",
-    "searched_tasks",
-    "spmd_devices",
-    "strip_shardings",
-    "time_interleaved",
-    "time_spmd",
-    "training_inputs",
-    "unfused_reference",
     "unsupported_reasons",
-    "unwrap_fusions",
-    "wrap_alone",
-    "wrap_named",
-    "xla_accepts",
-    "xla_cost_analysis",
-    "xla_module_to_text",
-    "xla_parse",
 ]
+
+# Names exported here before, by the module of hlo_go.xla that holds them now.
+_MOVED: dict[str, str] = {
+    "ArraySharding": "spmd",
+    "COLLECTIVE_KINDS": "spmd",
+    "CPU_EMITTER_NOT_FUSIBLE": "fusion",
+    "ElidedConstantsWarning": "inputs",
+    "InstructionProfile": "profile",
+    "Leaf": "placed",
+    "NOT_FUSIBLE": "fusion",
+    "PREFUSION_COMPILER_OPTIONS": "hooks",
+    "Partition": "placed",
+    "PassFailedError": "passes",
+    "PassNotRunError": "passes",
+    "PipelinePass": "passes",
+    "PlacedArguments": "placed",
+    "PlacedProgram": "placed",
+    "PlacementError": "placed",
+    "RunStats": "placed",
+    "Segment": "placed",
+    "SpmdCheck": "spmd",
+    "SpmdExecutable": "spmd",
+    "Timing": "timing",
+    "WIDENING_FACTOR": "arbiter",
+    "WRAPPED_COMPILER_OPTIONS": "hooks",
+    "adopt_control_flow": "fusion",
+    "as_accurate_as_reference": "arbiter",
+    "canonicalize_hlo": "passes",
+    "capture_prefusion_lowered": "hooks",
+    "capture_prefusion_with": "hooks",
+    "check_placed_outputs": "placed",
+    "check_spmd": "spmd",
+    "collective_bytes": "spmd",
+    "compile_hlo_text": "bridge",
+    "compile_hooked": "schedule",
+    "compile_placed": "placed",
+    "compile_replacing": "hooks",
+    "compile_spmd": "spmd",
+    "count_collectives": "spmd",
+    "discover_pipeline": "passes",
+    "elided_constants": "inputs",
+    "fan_in_scale": "inputs",
+    "float64_outputs": "arbiter",
+    "float64_reference": "placed",
+    "hlo_hook": "hooks",
+    "in_pinned_process": "timing",
+    "index_bounds": "index_bounds",
+    "list_schedule": "schedule",
+    "memory_schedule": "schedule",
+    "partition": "placed",
+    "passes_run": "passes",
+    "peak_bytes": "schedule",
+    "pin_to_cpu": "timing",
+    "placed_module": "placed",
+    "random_arguments": "inputs",
+    "random_array": "inputs",
+    "random_inputs": "inputs",
+    "regenerate_shared": "fusion",
+    "run_executable": "bridge",
+    "run_hlo_passes": "passes",
+    "run_spmd": "spmd",
+    "spmd_devices": "spmd",
+    "strip_shardings": "spmd",
+    "time_interleaved": "timing",
+    "time_spmd": "spmd",
+    "training_inputs": "inputs",
+    "unfused_reference": "placed",
+    "unwrap_fusions": "fusion",
+    "wrap_alone": "fusion",
+    "wrap_named": "fusion",
+    "xla_accepts": "bridge",
+    "xla_cost_analysis": "bridge",
+    "xla_module_to_text": "bridge",
+    "xla_parse": "bridge",
+}
+# Names exported here before whose home is now above this package (hlo_go.methods).
+_TO_METHODS: dict[str, object] = {"HOST_CLUSTER": "host-cpu-1", "SEARCHED": "searched"}
+
+
+def __getattr__(name: str) -> Any:
+    """Old names, for one release: the value from its new home, with a DeprecationWarning."""
+    if name in _MOVED:
+        module = f"hlo_go.xla.{_MOVED[name]}"
+        warnings.warn(
+            f"hlo_go.xla.{name} is deprecated; import it from {module}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(module), name)
+    if name in _TO_METHODS:
+        warnings.warn(
+            f"hlo_go.xla.{name} is deprecated; use hlo_go.methods.{name}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return _TO_METHODS[name]
+    if name == "searched_tasks":
+        raise AttributeError(
+            "hlo_go.xla.searched_tasks moved to hlo_go.methods.searched_tasks (method names "
+            "are resolved above hlo_go.xla)"
+        )
+    raise AttributeError(f"module 'hlo_go.xla' has no attribute {name!r}")

@@ -326,3 +326,52 @@ def compiled_temp_bytes(compiled: Any) -> int | None:
         return None
     size = getattr(stats, "temp_size_in_bytes", None)
     return None if size is None else int(size)
+
+
+# -- For hlo_go.xla.passes and hlo_go.rl.distributed (their private jaxlib uses, moved here) --
+
+# A child process's script (imports no hlo_go module): HLO text on stdin, compiled by XLA's
+# CPU compiler with YNNPACK fusion off (hlo_go.xla.passes.discover_pipeline logs its passes).
+CPU_COMPILE_SCRIPT = """
+import sys
+import jax.extend
+from jaxlib import _hlo, _jax
+proto = _hlo.hlo_module_from_text(sys.stdin.read()).as_serialized_hlo_module_proto()
+mlir = jax.extend.mlir.hlo_to_stablehlo(proto)
+backend = jax.extend.backend.get_backend("cpu")
+options = jax.extend.backend.get_compile_options(num_replicas=1, num_partitions=1)
+options.env_option_overrides = [("xla_cpu_experimental_ynn_fusion_type", "")]
+backend.compile_and_load(mlir, _jax.DeviceList((backend.local_devices()[0],)), options)
+"""
+
+
+def hlo_module_from_text(text: str) -> Any:
+    """XLA's parse of HLO text, its own exceptions unchanged (:func:`xla_parse` turns them
+    into ``ValueError``)."""
+    return _xla_hlo.hlo_module_from_text(text)
+
+
+def hlo_text_to_proto(text: str) -> bytes:
+    """HLO text parsed by XLA, as serialized HloModuleProto bytes."""
+    return _xla_hlo.hlo_module_from_text(text).as_serialized_hlo_module_proto()
+
+
+def stablehlo_round_trip(proto: bytes) -> str:
+    """A serialized HloModuleProto → StableHLO → HLO text: the conversion every compile of
+    HLO text starts with, applied on its own (no passes)."""
+    mlir = _xla_jax.mlir.hlo_to_stablehlo(proto)
+    computation = _xla_jax.mlir.mlir_module_to_xla_computation(
+        mlir, use_tuple_args=False, return_tuple=False
+    )
+    return module_from_proto(computation.as_serialized_hlo_module_proto()).to_string()
+
+
+def canonical_print(module: Any) -> str:
+    """A ``jaxlib`` HloModule printed with ``HloPrintOptions.canonical()`` (instruction
+    names canonicalized, no metadata)."""
+    return module.to_string(_xla_hlo.HloPrintOptions.canonical())
+
+
+def gloo_available() -> bool:
+    """Whether this jaxlib has gloo CPU collectives (what CPU processes need to talk)."""
+    return hasattr(_xla_jax, "make_gloo_tcp_collectives")

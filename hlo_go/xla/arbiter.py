@@ -39,8 +39,16 @@ from typing import Any
 import numpy as np
 
 from hlo_go.xla._jaxlib import compile_hlo_text, run_executable
-from hlo_go.xla.measure import TOLERANCES
 
+# Relative and absolute tolerances by element type of an output: the normal test
+# (:func:`hlo_go.xla.outputs_match`) before the arbiter is asked.
+TOLERANCES: dict[str, tuple[float, float]] = {
+    "float64": (1e-9, 1e-12),
+    "float32": (1e-4, 1e-5),
+    "complex64": (1e-4, 1e-5),
+    "float16": (1e-2, 1e-3),
+    "bfloat16": (2e-2, 1e-2),
+}
 WIDENING_FACTOR = 4.0
 """The float64 arbiter's slack: a float32 output that fails the normal tolerance passes
 when its error against the float64 evaluation is at most this many times the one-device
@@ -69,7 +77,7 @@ def float64_outputs(text: str, args: Sequence[Any]) -> list[np.ndarray]:
 
     Args:
       text: HLO text of a single-device module (no shardings) that
-        :func:`hlo_go.xla.compile_hlo_text` compiles.
+        :func:`hlo_go.xla.bridge.compile_hlo_text` compiles.
       args: one array per entry parameter (float32 ones are widened).
 
     Returns:

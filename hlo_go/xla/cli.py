@@ -86,8 +86,9 @@ def measure_graph(
     """
     from pathlib import Path
 
+    from hlo_go import methods
     from hlo_go.xla.lowering import LoweringError, program
-    from hlo_go.xla.measure import measure
+    from hlo_go.xla.measure import measure_many
 
     if Path(graph).exists():
         prog = program(Path(graph), seed=seed)
@@ -100,16 +101,17 @@ def measure_graph(
             raise LoweringError(f"{graph!r} is neither an HLO file nor a corpus graph") from None
         step, abstract = workload.make()
         prog = program(step, abstract, seed=seed)
-    result = measure(
+    variants = methods.variants(
+        prog.graph, {"variant": (fusion, schedule)}, seed=seed, budget=budget
+    )
+    result = measure_many(
         prog,
-        fusion=fusion,
-        schedule=schedule,
+        variants,
         repeats=repeats,
         warmup=warmup,
         clock=clock,  # type: ignore[arg-type]
         seed=seed,
-        budget=budget,
-    )
+    )["variant"]
     return {"graph": graph, "nodes": prog.graph.num_nodes, **result._asdict()}
 
 
@@ -124,6 +126,14 @@ def cmd_measure(args: argparse.Namespace, console: Console) -> int:
             markup=True,
             highlight=False,
         )
+        return 2
+    from hlo_go import methods
+
+    try:
+        methods.check_name("fusion", args.fusion)
+        methods.check_name("schedule", args.schedule)
+    except KeyError as error:  # methods.UnknownMethodError
+        console.print(f"[red]error:[/red] {error}", markup=True, highlight=False)
         return 2
     kwargs = {
         "fusion": args.fusion,

@@ -37,7 +37,7 @@ WRAPPED_COMPILER_OPTIONS: dict[str, Any] = {
 }
 
 # XLA's own fusion, matmuls as YNNPACK custom fusions included: its fusion of the
-# control-flow bodies our graph does not model (hlo_go.xla.adopt_control_flow). The
+# control-flow bodies our graph does not model (hlo_go.xla.fusion.adopt_control_flow). The
 # option is XLA's default value; giving it keeps JAX's compile cache from answering with
 # the default compile (the hook fires only on a real compile).
 XLA_FUSED_OPTIONS: dict[str, Any] = {"xla_embed_ir_in_executable": False}
@@ -132,7 +132,7 @@ def capture_prefusion_with(
     ``compile``, or :func:`hlo_go.xla.compile_hlo` of HLO text).
 
     ``compiler_options`` replaces :data:`PREFUSION_COMPILER_OPTIONS` (e.g.
-    :data:`WRAPPED_COMPILER_OPTIONS`, see :func:`hlo_go.xla.unwrap_fusions`).
+    :data:`WRAPPED_COMPILER_OPTIONS`, see :func:`hlo_go.xla.fusion.unwrap_fusions`).
 
     Raises:
       RuntimeError: the compile never reached the pre-scheduler hook (e.g. the module is

@@ -7,29 +7,29 @@ XLA's pipeline, fusion passes off, and
 
 1. **fusion**: the pre-fusion module (:func:`hlo_go.xla.capture_prefusion`) fused by our
    groups (:func:`hlo_go.xla.apply_fusion`; what stays unfused wrapped alone as XLA's
-   fusion-wrapper had it, :func:`hlo_go.xla.unwrap_fusions`) swapped in before scheduling.
+   fusion-wrapper had it, :func:`hlo_go.xla.fusion.unwrap_fusions`) swapped in before scheduling.
    Dots and convolutions larger than XLA:CPU fuses stay kernels of their own whatever
    the decisions say (:func:`without_large_matrices`);
    The graph sees a ``while`` (or ``conditional``) as one node, so decisions never reach
    its body: bodies get XLA's own fusion, YNNPACK dots included
-   (:func:`hlo_go.xla.adopt_control_flow`), except with ``fusion=None`` (nothing fused
+   (:func:`hlo_go.xla.fusion.adopt_control_flow`), except with ``fusion=None`` (nothing fused
    anywhere). Left unfused, a scanned model's loop body ran about twice as slow;
 2. **schedule**: the entry list-scheduled by our priorities after XLA's scheduler
-   (:func:`hlo_go.xla.list_schedule`), a fused kernel taking the largest priority of its
+   (:func:`hlo_go.xla.schedule.list_schedule`), a fused kernel taking the largest priority of its
    members, as in the simulator.
 
-Decisions come as a baseline name (:func:`hlo_go.baselines.get`: ``"xla-cpu-like"``,
-``"critical-path"``, ...), ``"searched"`` (simulated annealing over the simulator on
-:data:`HOST_CLUSTER`; on a one-device cluster it decides fusion only and keeps XLA's
-order with memory-freeing instructions run first, :func:`searched_tasks`), a
-:class:`~hlo_go.decisions.Decisions` for the program's pre-fusion graph
-(:attr:`Program.graph`), or explicit groups / priorities by instruction name.
-:meth:`Program.default` is XLA's own compile, the reference every lowering is checked
-and timed against (:func:`hlo_go.xla.measure`).
+Decisions come as a :class:`~hlo_go.decisions.Decisions` made for the program's
+pre-fusion graph (:attr:`Program.graph`: decisions carry its fingerprint, and those made
+for another graph are refused with :class:`DecisionsMismatchError`), or as explicit groups
+/ priorities by instruction name, or :data:`MEMORY_ORDER` for the schedule. This module
+never resolves a method name: :mod:`hlo_go.methods` turns names (baselines,
+``"searched"``, policies) into decisions. :meth:`Program.default` is XLA's own compile,
+the reference every lowering is checked and timed against (:func:`hlo_go.xla.measure`).
 """
 
 from __future__ import annotations
 
+import enum
 import functools
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -43,13 +43,22 @@ from hlo_go.decisions import (
     DEFAULT_LIMITS,
     Decisions,
     FusionLimits,
+    GraphMismatchError,
     fusion_group_names,
+    graph_fingerprint,
     large_matrix_nodes,
+    module_output_dims,
 )
 from hlo_go.errors import HloGoError
 from hlo_go.graph import OpGraph, build_graph
 from hlo_go.hlo import HloModule, load_hlo, parse_hlo
-from hlo_go.xla._jaxlib import compile_hlo_text, executable_hlo_text, lowered_kept_arguments
+from hlo_go.xla._jaxlib import (
+    compile_hlo_text,
+    compiled_temp_bytes,
+    executable_hlo_text,
+    lowered_kept_arguments,
+)
+from hlo_go.xla.arbiter import float64_once
 from hlo_go.xla.fusion import (
     FusionError,
     adopt_control_flow,
@@ -73,24 +82,38 @@ from hlo_go.xla.inputs import (
 from hlo_go.xla.schedule import compile_hooked, memory_schedule
 from hlo_go.xla.support import screen
 
-# The cluster baselines and the search decide for: one calibrated core of this host.
-HOST_CLUSTER = "host-cpu-1"
-# The method name of simulated annealing over the simulator, then lowered.
-SEARCHED = "searched"
-# The schedule that keeps XLA's order but runs memory-freeing instructions first
-# (:func:`hlo_go.xla.memory_schedule`); :data:`SEARCHED`'s schedule on one device.
-MEMORY_ORDER = "memory"
+
+class Order(enum.Enum):
+    """An order of the entry that XLA's scheduler gives, not decisions."""
+
+    MEMORY = "memory"
+    """XLA's order, except that an instruction freeing more bytes than it writes runs as
+    soon as it is ready (:func:`hlo_go.xla.schedule.memory_schedule`)."""
+
+
+# The schedule that keeps XLA's order but runs memory-freeing instructions first.
+MEMORY_ORDER = Order.MEMORY
 # Standard deviation of random float inputs (small, so deep training steps stay finite).
 RANDOM_SCALE = 0.1
 
 Source = Callable[..., Any] | jax.stages.Lowered | HloModule | str | os.PathLike
-FusionSpec = str | Decisions | HloModule | Sequence[Sequence[str]] | None
-ScheduleSpec = str | Decisions | Mapping[str, float] | None
+FusionSpec = Decisions | HloModule | Sequence[Sequence[str]] | None
+ScheduleSpec = Decisions | Mapping[str, float] | Order | None
 
 
 class LoweringError(ValueError, HloGoError):
-    """Decisions that cannot be lowered: an unknown method, decisions for another graph, a
-    source that cannot be compiled; the message names what and where."""
+    """Decisions that cannot be lowered: a method name instead of decisions, decisions for
+    another graph, a source that cannot be compiled; the message names what and where."""
+
+
+class DecisionsMismatchError(LoweringError, GraphMismatchError):
+    """Decisions made for another graph than the program's pre-fusion graph
+    (:attr:`Program.graph`); the message names both graphs and what to decide on."""
+
+
+class OptimizedModuleError(LoweringError):
+    """HLO text printed after XLA's compile (scheduled, fused), which XLA does not compile
+    again; the message says what to pass instead."""
 
 
 class Executable:
@@ -145,8 +168,6 @@ class Executable:
     def temp_bytes(self) -> int | None:
         """Bytes of temporaries one call allocates (XLA's buffer assignment); None if
         the backend does not say."""
-        from hlo_go.xla._jaxlib import compiled_temp_bytes
-
         return compiled_temp_bytes(self.compiled)
 
     @property
@@ -170,7 +191,7 @@ def compile_hlo(
       text: an HLO module (unoptimized, pre-fusion or optimized; one partition).
       devices: the device to compile for, as a one-element sequence (default: the
         first CPU device). Placement over several devices is
-        :func:`hlo_go.xla.compile_placed`'s job.
+        :func:`hlo_go.xla.placed.compile_placed`'s job.
       compiler_options: XLA debug options, e.g. ``{"xla_disable_hlo_passes": "fusion"}``.
 
     Returns:
@@ -183,7 +204,7 @@ def compile_hlo(
     if devices is not None and len(devices) != 1:
         raise ValueError(
             f"compile_hlo compiles for one device, got {len(devices)}; run a placement "
-            "over several with hlo_go.xla.compile_placed"
+            "over several with hlo_go.xla.placed.compile_placed"
         )
     device = devices[0] if devices else None
     loaded = compile_hlo_text(text, device=device, compiler_options=dict(compiler_options or {}))
@@ -226,24 +247,41 @@ class Program:
         source_kind: str,
         platform: str = "cpu",
         source_text: Callable[[], tuple[str, list[Any]]] | None = None,
+        source_module: HloModule | None = None,
     ) -> None:
         self.name = name
         self._source_text = source_text
+        self._source_module = source_module
         self._compile = compile_fn
         self._call_of = call_of
         self.args = args
         self.source_kind = source_kind
         self.platform = platform
-        self._decisions: dict[tuple[Any, ...], Decisions] = {}
 
     def default(self) -> Executable:
-        """XLA's default compile (its own fusion and schedule): the reference."""
-        compiled = self._compile({})
+        """XLA's default compile (its own fusion and schedule): the reference.
+
+        Raises:
+          LoweringError: XLA refused to compile the program (its message, and what to
+            pass instead where that is known).
+        """
+        try:
+            compiled = self._compile({})
+        except jax.errors.JaxRuntimeError as error:
+            hint = ""
+            if "must have backend config" in str(error):
+                hint = (
+                    "; the module holds fusions XLA made (library kCustom fusions of a "
+                    "pre-fusion module, or an optimized module), which XLA does not compile "
+                    "again: pass the unoptimized module "
+                    '(jax.jit(f).lower(...).as_text(dialect="hlo"))'
+                )
+            raise LoweringError(f"XLA cannot compile {self.name!r}: {error}{hint}") from None
         return Executable(compiled, self._call_of(compiled), label="XLA default")
 
     def float64_outputs(self) -> list[np.ndarray]:
         """The program evaluated with float32 widened to float64: near-exact outputs for
-        the float64 arbiter (:func:`hlo_go.xla.as_accurate_as_reference`), computed once.
+        the float64 arbiter (:func:`hlo_go.xla.arbiter.as_accurate_as_reference`), computed once.
 
         Raises:
           LoweringError: the program's source text is not known.
@@ -256,8 +294,6 @@ class Program:
 
     @functools.cached_property
     def _float64(self) -> Callable[[], list[np.ndarray]]:
-        from hlo_go.xla.arbiter import float64_once
-
         assert self._source_text is not None
         return float64_once(self._source_text)
 
@@ -276,14 +312,14 @@ class Program:
         """The module XLA would fuse: optimized, fusion pass off, before scheduling.
 
         Captured after XLA's ``fusion-wrapper`` pass and unwrapped
-        (:func:`hlo_go.xla.unwrap_fusions`), so its layouts are those XLA:CPU emits
+        (:func:`hlo_go.xla.fusion.unwrap_fusions`), so its layouts are those XLA:CPU emits
         correctly; what our fusion leaves unfused is re-wrapped as XLA had it.
         """
         return self._captured[0]
 
     def _wrap_rest(self, module: HloModule) -> HloModule:
         """What our fusion leaves unfused wrapped as XLA had it; control-flow bodies (which
-        the graph does not see) fused by XLA (:func:`hlo_go.xla.adopt_control_flow`)."""
+        the graph does not see) fused by XLA (:func:`hlo_go.xla.fusion.adopt_control_flow`)."""
         wrapped = wrap_named(module, self._captured[1])
         if not control_flow_computations(wrapped):  # nothing to adopt: skip XLA's compile
             return wrapped
@@ -299,74 +335,24 @@ class Program:
 
     @functools.cached_property
     def graph(self) -> OpGraph:
-        """The pre-fusion graph decisions are made for (node names: entry instructions)."""
+        """The pre-fusion graph to make decisions on (node names: entry instructions).
+
+        Decisions made on it (or on any graph with its fingerprint, such as
+        ``build_graph(parse_hlo(text))`` of this pre-fusion module's text) are lowered;
+        others are refused (:class:`DecisionsMismatchError`).
+        """
         return build_graph(self.prefusion)
 
     @functools.cached_property
     def output_dims(self) -> np.ndarray:
         """Exact output-dimension keys of the graph's nodes (fusion legality)."""
-        from hlo_go.decisions import module_output_dims
-
         return module_output_dims(self.prefusion)
-
-    def decisions(
-        self,
-        method: str,
-        *,
-        cluster: str = HOST_CLUSTER,
-        seed: int = 0,
-        budget: int | None = None,
-    ) -> Decisions:
-        """The decisions a named method takes for this program's graph.
-
-        Args:
-          method: a name of :func:`hlo_go.baselines.names` (or a ``+`` combination), or
-            :data:`SEARCHED` for simulated annealing over the simulator.
-          cluster: the cluster preset the method decides for.
-          seed: the method's random seed.
-          budget: simulator evaluations (search, ``priority-fusion``); None: the default.
-
-        Returns:
-          The decisions (cached per method, cluster, seed and budget).
-
-        Raises:
-          LoweringError: an unknown method name (the message lists the known ones).
-        """
-        key = (method, cluster, seed, budget)
-        if key not in self._decisions:
-            from hlo_go import baselines
-            from hlo_go.sim import get_cluster
-
-            target = get_cluster(cluster)
-            if method == SEARCHED:
-                result = baselines.run_search(
-                    self.graph,
-                    target,
-                    "simulated-annealing",
-                    budget=budget,
-                    seed=seed,
-                    tasks=searched_tasks(target),
-                )
-                self._decisions[key] = result.best
-            else:
-                try:
-                    chosen = baselines.get(method)
-                except (KeyError, ValueError) as error:
-                    raise LoweringError(
-                        f"unknown method {method!r} for {self.name!r}: {error}; or "
-                        f"{SEARCHED!r} (simulated annealing over the simulator)"
-                    ) from None
-                self._decisions[key] = chosen(self.graph, target, seed=seed, budget=budget)
-        return self._decisions[key]
 
     def fused_module(
         self,
         fusion: FusionSpec,
         *,
         limits: FusionLimits = DEFAULT_LIMITS,
-        cluster: str = HOST_CLUSTER,
-        seed: int = 0,
-        budget: int | None = None,
     ) -> tuple[HloModule, list[list[str]]]:
         """The pre-fusion module fused as ``fusion`` says (see :meth:`lower`).
 
@@ -374,16 +360,18 @@ class Program:
           ``(module, groups)``: the module to swap in and the groups applied.
 
         Raises:
-          LoweringError: decisions for another graph, an unknown method.
+          DecisionsMismatchError: decisions made for another graph.
+          LoweringError: decisions that do not fit the graph, a method name.
           FusionError: an illegal group (named).
         """
         if isinstance(fusion, HloModule):
             return fusion, []
         if fusion is None:  # no fusion anywhere, control-flow bodies included
             return wrap_named(self.prefusion, self._captured[1]), []
-        if isinstance(fusion, str | Decisions):
-            decisions = self._resolve(fusion, cluster=cluster, seed=seed, budget=budget)
-            label = fusion if isinstance(fusion, str) else "Decisions"
+        _refuse_name(fusion, "fusion")
+        if isinstance(fusion, Decisions):
+            decisions = self._resolve(fusion)
+            label = "Decisions"
             decisions = without_large_matrices(self.graph, decisions)
             group = decisions.fusion_groups(self.graph, output_dims=self.output_dims, limits=limits)
             groups = fusion_group_names(self.graph, group)
@@ -403,10 +391,6 @@ class Program:
         self,
         schedule: ScheduleSpec,
         module: HloModule,
-        *,
-        cluster: str = HOST_CLUSTER,
-        seed: int = 0,
-        budget: int | None = None,
     ) -> dict[str, float] | None:
         """Schedule priorities per entry instruction name of ``module`` (a fused module).
 
@@ -415,19 +399,18 @@ class Program:
         of multi-output fusions, copies XLA adds) run as soon as they are ready.
 
         Returns:
-          Name -> priority, or None for XLA's own order (also :data:`SEARCHED` where the
-          search does not decide the order, :func:`searched_tasks`).
-        """
-        if schedule is None or schedule == MEMORY_ORDER:
-            return None
-        if schedule == SEARCHED:
-            from hlo_go.sim import get_cluster
+          Name -> priority, or None for an order of XLA's (None, :data:`MEMORY_ORDER`).
 
-            if "scheduling" not in searched_tasks(get_cluster(cluster)):
-                return None
+        Raises:
+          DecisionsMismatchError: decisions made for another graph.
+          LoweringError: decisions that do not fit the graph, a method name.
+        """
+        if schedule is None or isinstance(schedule, Order):
+            return None
+        _refuse_name(schedule, "schedule")
         if isinstance(schedule, Mapping):
             return {str(k): float(v) for k, v in schedule.items()}
-        decisions = self._resolve(schedule, cluster=cluster, seed=seed, budget=budget)
+        decisions = self._resolve(schedule)
         node = dict(zip(self.graph.names, decisions.schedule_priority.tolist(), strict=True))
         out: dict[str, float] = {}
         for instr in module.entry.instructions:
@@ -444,50 +427,46 @@ class Program:
 
     def lower(
         self,
-        decisions: Decisions | str | None = None,
+        decisions: Decisions | None = None,
         *,
         fusion: FusionSpec = None,
         schedule: ScheduleSpec = None,
         limits: FusionLimits = DEFAULT_LIMITS,
-        cluster: str = HOST_CLUSTER,
-        seed: int = 0,
-        budget: int | None = None,
+        label: str | None = None,
     ) -> Executable:
         """Compiles the program with our fusion and schedule.
 
+        Method names (``"xla-cpu-like"``, ``"searched"``, ...) are not taken here:
+        :mod:`hlo_go.methods` turns them into decisions for :attr:`graph`.
+
         Args:
-          decisions: a :class:`~hlo_go.decisions.Decisions` or method name giving both
-            fusion and schedule (``fusion``/``schedule`` override its parts).
-          fusion: a method name (``"no-fusion"``, ``"xla-cpu-like"``, ``"fuse-all-legal"``,
-            ``"priority-fusion"``, :data:`SEARCHED`, any :func:`hlo_go.baselines.get`
-            name), a ``Decisions`` (its fusion priority), groups of pre-fusion entry
+          decisions: a :class:`~hlo_go.decisions.Decisions` made for :attr:`graph`, giving
+            both fusion and schedule (``fusion``/``schedule`` override its parts).
+          fusion: a ``Decisions`` (its fusion priority), groups of pre-fusion entry
             instruction names, or an already fused module; None: no fusion.
-          schedule: a method name (``"fifo"``, ``"critical-path"``, :data:`SEARCHED`, ...),
-            :data:`MEMORY_ORDER` (XLA's order, memory-freeing instructions first), a
-            ``Decisions`` (its schedule priority), or priorities per entry instruction
-            name of the fused module; None: XLA's own order.
+          schedule: a ``Decisions`` (its schedule priority), priorities per entry
+            instruction name of the fused module, or :data:`MEMORY_ORDER` (XLA's order,
+            memory-freeing instructions first); None: XLA's own order.
           limits: fusion grouping limits.
-          cluster: the cluster preset methods decide for.
-          seed: the methods' seed.
-          budget: simulator evaluations for a search.
+          label: what the executable is labelled (default: the kinds of ``fusion`` and
+            ``schedule``).
 
         Returns:
           The :class:`Executable`.
 
         Raises:
-          LoweringError: an unknown method, decisions for another graph.
+          DecisionsMismatchError: decisions made for another graph.
+          LoweringError: decisions that do not fit the graph, a method name.
           FusionError: an illegal fusion group.
           ScheduleError: priorities that give an illegal order.
         """
         if decisions is not None:
+            _refuse_name(decisions, "decisions")
             fusion = decisions if fusion is None else fusion
             schedule = decisions if schedule is None else schedule
-        common = {"cluster": cluster, "seed": seed, "budget": budget}
-        module, groups = self.fused_module(fusion, limits=limits, **common)
-        priority = self.priorities(schedule, module, **common)
-        # ``"searched"`` on one device decides no priorities (no order changes the
-        # simulated time there); it takes the order of least memory instead.
-        by_memory = priority is None and schedule in (MEMORY_ORDER, SEARCHED)
+        module, groups = self.fused_module(fusion, limits=limits)
+        priority = self.priorities(schedule, module)
+        by_memory = schedule is MEMORY_ORDER
         compiled, order = compile_hooked(
             self._compile,
             self.name,
@@ -496,8 +475,9 @@ class Program:
             reorder=memory_schedule if by_memory else None,
             platform=self.platform,
         )
-        ordered_by = "xla" if priority is None and not by_memory else _label(schedule)
-        label = f"fusion={_label(fusion)}, schedule={ordered_by}"
+        if label is None:
+            ordered_by = "xla" if priority is None and not by_memory else _label(schedule)
+            label = f"fusion={_label(fusion)}, schedule={ordered_by}"
         return Executable(
             compiled,
             self._call_of(compiled),
@@ -507,11 +487,21 @@ class Program:
             order=order,
         )
 
-    def _resolve(
-        self, spec: str | Decisions, *, cluster: str, seed: int, budget: int | None
-    ) -> Decisions:
-        if isinstance(spec, str):
-            return self.decisions(spec, cluster=cluster, seed=seed, budget=budget)
+    def check(self, spec: FusionSpec | ScheduleSpec, what: str = "decisions") -> None:
+        """Refuses what :meth:`lower` would refuse before compiling: a method name, or
+        decisions made for another graph than :attr:`graph`.
+
+        Raises:
+          DecisionsMismatchError: decisions with another graph's fingerprint.
+          LoweringError: a method name.
+        """
+        _refuse_name(spec, what)
+        if isinstance(spec, Decisions):
+            self._check_fingerprint(spec)
+
+    def _resolve(self, spec: Decisions) -> Decisions:
+        """``spec`` checked against :attr:`graph`: its fingerprint, then its arrays."""
+        self._check_fingerprint(spec)
         n = self.graph.num_nodes
         try:
             num_devices = int(spec.placement.max()) + 1 if n else 1
@@ -521,23 +511,38 @@ class Program:
                 f"decisions do not fit {self.name!r}'s pre-fusion graph ({n} nodes): {error}"
             ) from None
 
+    def _check_fingerprint(self, spec: Decisions) -> None:
+        made_for = spec.graph_fingerprint
+        given = graph_fingerprint(self.graph)
+        if made_for is None or made_for == given:
+            return
+        nodes = int(np.shape(spec.placement)[0])
+        why = ""
+        if self._source_module is not None:
+            source = build_graph(self._source_module, validate=False)
+            if graph_fingerprint(source) == made_for:
+                why = (
+                    " They were made for the module as given, which XLA's passes change "
+                    "before fusion (only a pre-fusion module, such as Program.prefusion's "
+                    "text, is its own pre-fusion graph)."
+                )
+        raise DecisionsMismatchError(
+            f"decisions made for graph {made_for} ({nodes} nodes) do not fit "
+            f"{self.name!r}'s pre-fusion graph {given} ({self.graph.num_nodes} nodes).{why} "
+            "Make them on hlo_go.xla.program(...).graph, the graph XLA fuses.",
+            made_for=made_for,
+            given=given,
+        )
 
-def searched_tasks(cluster: Any) -> tuple[str, ...]:
-    """The decisions :data:`SEARCHED` makes for ``cluster`` (a :class:`~hlo_go.sim.Cluster`).
 
-    On one device the simulator runs one kernel at a time and moves nothing between
-    devices, so the order of the entry changes no simulated step time (only memory):
-    there the search decides fusion only, and :meth:`Program.lower` orders for memory
-    (:data:`MEMORY_ORDER`: XLA's order, memory-freeing instructions first), since an
-    order from a search indifferent to memory, imposed on the same fusion, runs no faster
-    than XLA's.
-
-    Returns:
-      ``("fusion",)`` on one device, else placement, scheduling and fusion.
-    """
-    from hlo_go.baselines.search import SEARCH_TASKS
-
-    return ("fusion",) if len(cluster.devices) == 1 else SEARCH_TASKS
+def _refuse_name(spec: Any, what: str) -> None:
+    """Raises for a method name where decisions are expected."""
+    if isinstance(spec, str):
+        raise LoweringError(
+            f"{what}={spec!r} is a method name; hlo_go.xla lowers decisions, not names: "
+            f"hlo_go.methods.decide(program.graph, {spec!r}) (or methods.fusion_spec / "
+            "schedule_spec / variants) resolves it"
+        )
 
 
 def without_large_matrices(graph: OpGraph, decisions: Decisions) -> Decisions:
@@ -569,6 +574,8 @@ def _label(spec: Any) -> str:
         return spec
     if isinstance(spec, Decisions):
         return "decisions"
+    if isinstance(spec, Order):
+        return spec.value
     if isinstance(spec, HloModule):
         return "module"
     if isinstance(spec, Mapping):
@@ -690,6 +697,7 @@ def _hlo_program(
         module = load_hlo(path)
     else:
         module = parse_hlo(source, filename="<hlo text>")
+    _refuse_optimized(module)
     problem = screen(module, platform, stacklevel=5)
     if problem:
         raise LoweringError(f"cannot compile {module.name} for {platform}: {problem}")
@@ -713,20 +721,32 @@ def _hlo_program(
         source_kind="hlo",
         platform=platform,
         source_text=lambda: (text, list(placed)),
+        source_module=module,
     )
+
+
+def _refuse_optimized(module: HloModule) -> None:
+    """Raises for a module printed after XLA's compile (``is_scheduled=true``): its
+    fusions lack the backend configs XLA's CPU emitter needs, so XLA refuses it deep
+    inside its pipeline."""
+    if module.attributes.get("is_scheduled") == "true":
+        raise OptimizedModuleError(
+            f"{module.name}: this module was printed after XLA's compile (is_scheduled=true, "
+            "fused), which XLA does not compile again; pass the jax function, "
+            "jax.jit(f).lower(...), or its unoptimized text "
+            '(jax.jit(f).lower(...).as_text(dialect="hlo"))'
+        )
 
 
 def lower(
     source: Source | Program,
-    decisions: Decisions | str | None = None,
+    decisions: Decisions | None = None,
     *,
     args: Sequence[Any] | None = None,
     fusion: FusionSpec = None,
     schedule: ScheduleSpec = None,
     limits: FusionLimits = DEFAULT_LIMITS,
-    cluster: str = HOST_CLUSTER,
     seed: int = 0,
-    budget: int | None = None,
 ) -> Executable:
     """Compiles a function or an HLO module with our fusion and schedule decisions.
 
@@ -738,11 +758,5 @@ def lower(
       The :class:`Executable`; call it with the program's arguments.
     """
     return program(source, args, seed=seed).lower(
-        decisions,
-        fusion=fusion,
-        schedule=schedule,
-        limits=limits,
-        cluster=cluster,
-        seed=seed,
-        budget=budget,
+        decisions, fusion=fusion, schedule=schedule, limits=limits
     )

@@ -12,25 +12,24 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
 
 from hlo_go.decisions import DEFAULT_LIMITS, FusionLimits
+from hlo_go.xla.arbiter import TOLERANCES, as_accurate_as_reference
+from hlo_go.xla.lowering import FusionSpec, Program, ScheduleSpec, Source, program
 from hlo_go.xla.timing import CLOCKS, Clock, time_interleaved
 
-if TYPE_CHECKING:
-    from hlo_go.xla.lowering import FusionSpec, Program, ScheduleSpec, Source
-
-# Relative and absolute tolerances by element type of the output.
-TOLERANCES: dict[str, tuple[float, float]] = {
-    "float64": (1e-9, 1e-12),
-    "float32": (1e-4, 1e-5),
-    "complex64": (1e-4, 1e-5),
-    "float16": (1e-2, 1e-3),
-    "bfloat16": (2e-2, 1e-2),
-}
+__all__ = [  # TOLERANCES is arbiter's (re-exported here for old imports)
+    "TOLERANCES",
+    "Measurement",
+    "Variant",
+    "measure",
+    "measure_many",
+    "outputs_match",
+]
 
 
 class Measurement(NamedTuple):
@@ -119,20 +118,26 @@ def _as_accurate(prog: Program, got: Any, want: Any, message: str) -> tuple[bool
     Moving kernel boundaries changes roundings: XLA's own compile with fusion off fails
     the elementwise tolerance on ill-conditioned training steps. A float32 output passes
     when it is as accurate as XLA's default compile against the program evaluated in
-    float64 (:func:`hlo_go.xla.as_accurate_as_reference`); a wrong result does not.
+    float64 (:func:`hlo_go.xla.arbiter.as_accurate_as_reference`); a wrong result does not.
     """
-    from hlo_go.xla.arbiter import as_accurate_as_reference
-
     return as_accurate_as_reference(
         jax.tree.leaves(got), jax.tree.leaves(want), prog.float64_outputs, message=message
     )
 
 
 class Variant(NamedTuple):
-    """One variant to measure: its fusion and schedule (see :meth:`hlo_go.xla.Program.lower`)."""
+    """One variant to measure: its fusion and schedule (see :meth:`hlo_go.xla.Program.lower`).
+
+    Attributes:
+      fusion: decisions for the program's graph, groups, a fused module, or None.
+      schedule: decisions, priorities by name, :data:`hlo_go.xla.MEMORY_ORDER`, or None.
+      label: what the measurement is labelled (None: the kinds of fusion and schedule).
+        :func:`hlo_go.methods.variants` builds variants from method names.
+    """
 
     fusion: FusionSpec = None
     schedule: ScheduleSpec = None
+    label: str | None = None
 
 
 def measure(
@@ -145,9 +150,8 @@ def measure(
     warmup: int = 2,
     clock: Clock = "wall",
     seed: int = 0,
-    cluster: str | None = None,
-    budget: int | None = None,
     limits: FusionLimits = DEFAULT_LIMITS,
+    label: str | None = None,
 ) -> Measurement:
     """Compiles a program with our fusion and schedule, checks its outputs against XLA's
     default compile (``jax.jit`` of the original), then times both interleaved.
@@ -159,35 +163,38 @@ def measure(
       args: positional arguments; None draws them at random from the entry
         parameters' shapes and dtypes (:func:`hlo_go.xla.program`); a function's
         ``jax.ShapeDtypeStruct`` leaves are drawn at random too.
-      fusion: a method name (``"no-fusion"``, ``"xla-cpu-like"``, ``"fuse-all-legal"``,
-        ``"priority-fusion"``, ``"searched"``, any :func:`hlo_go.baselines.get` name), a
-        :class:`~hlo_go.decisions.Decisions`, groups of pre-fusion entry instruction
-        names, or an already fused module; None leaves every instruction unfused.
-      schedule: a method name (``"fifo"``, ``"critical-path"``, ``"searched"``, ...), a
-        ``Decisions``, or priorities per entry instruction name of the fused module;
-        None keeps XLA's order.
+      fusion: a :class:`~hlo_go.decisions.Decisions` made for the program's pre-fusion
+        graph (``program(module_or_fn).graph``, or ``build_graph(parse_hlo(text))`` of a
+        pre-fusion module's text: decisions carry their graph's fingerprint, and others
+        are refused), groups of pre-fusion entry instruction names, or an already fused
+        module; None leaves every instruction unfused. Method names are resolved by
+        :mod:`hlo_go.methods` (e.g. :func:`hlo_go.methods.fusion_spec`).
+      schedule: a ``Decisions``, priorities per entry instruction name of the fused
+        module, or :data:`hlo_go.xla.MEMORY_ORDER`; None keeps XLA's order.
       repeats: timed calls per configuration.
       warmup: untimed rounds first.
       clock: ``"wall"``, or ``"cpu"`` (CPU time: for a process pinned to one core,
         :func:`hlo_go.xla.timing.in_pinned_process`).
-      seed: seed of random inputs and of the methods.
-      cluster: the cluster preset methods decide for (default ``host-cpu-1``).
-      budget: simulator evaluations for a search.
+      seed: seed of random inputs.
       limits: fusion grouping limits.
+      label: what the measurement is labelled (None: the kinds of fusion and schedule).
 
     Returns:
-      A :class:`Measurement`; ``correct`` False (and no times) when outputs differ.
+      A :class:`Measurement`; ``correct`` False (and no times) when outputs differ or
+      XLA refuses the lowering (the message says why).
+
+    Raises:
+      DecisionsMismatchError: ``fusion`` or ``schedule`` made for another graph.
+      LoweringError: a method name, or a source that cannot be compiled.
     """
     return measure_many(
         module_or_fn,
-        {"variant": Variant(fusion, schedule)},
+        {"variant": Variant(fusion, schedule, label)},
         args=args,
         repeats=repeats,
         warmup=warmup,
         clock=clock,
         seed=seed,
-        cluster=cluster,
-        budget=budget,
         limits=limits,
     )["variant"]
 
@@ -201,8 +208,6 @@ def measure_many(
     warmup: int = 2,
     clock: Clock = "wall",
     seed: int = 0,
-    cluster: str | None = None,
-    budget: int | None = None,
     limits: FusionLimits = DEFAULT_LIMITS,
     slow_factor: float | None = None,
     slow_repeats: int = 2,
@@ -221,9 +226,7 @@ def measure_many(
       repeats: timed calls per configuration.
       warmup: untimed rounds first.
       clock: ``"wall"`` or ``"cpu"``.
-      seed: seed of random inputs and of the methods.
-      cluster: the cluster preset methods decide for (default ``host-cpu-1``).
-      budget: simulator evaluations for a search.
+      seed: seed of random inputs.
       limits: fusion grouping limits.
       slow_factor: a variant whose checking run took more than this many times the
         default's is timed separately, interleaved with the default for only
@@ -237,12 +240,18 @@ def measure_many(
     Returns:
       name -> :class:`Measurement`. A variant that fails to lower is not correct, and
       its message says why.
-    """
-    from hlo_go.xla.lowering import HOST_CLUSTER, program
 
+    Raises:
+      DecisionsMismatchError: a variant's decisions were made for another graph.
+      LoweringError: a variant gives a method name (:mod:`hlo_go.methods` resolves them),
+        or the program cannot be built.
+    """
     say = progress or (lambda _: None)
     now = CLOCKS[clock]
     prog = program(module_or_fn, args, seed=seed)
+    for variant in variants.values():  # refused before anything compiles
+        prog.check(variant.fusion, "fusion")
+        prog.check(variant.schedule, "schedule")
     baseline = prog.default()
     baseline(*prog.args)  # warm
     start = now()
@@ -258,9 +267,7 @@ def measure_many(
                 fusion=variant.fusion,
                 schedule=variant.schedule,
                 limits=limits,
-                cluster=cluster or HOST_CLUSTER,
-                seed=seed,
-                budget=budget,
+                label=variant.label,
             )
             compile_s = time.perf_counter() - start
             start = now()

@@ -38,11 +38,16 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from jaxlib import _hlo as _xla_hlo
-from jaxlib import _jax as _xla_jax
-
 from hlo_go.errors import HloGoError
-from hlo_go.xla._jaxlib import compile_hlo_text
+from hlo_go.xla._jaxlib import (
+    CPU_COMPILE_SCRIPT,
+    canonical_print,
+    compile_hlo_text,
+    hlo_module_from_text,
+    hlo_text_to_proto,
+    module_from_proto,
+    stablehlo_round_trip,
+)
 from hlo_go.xla.hooks import hlo_hook
 
 # The pass that runs the module-transformation hook; it must be enabled for a capture.
@@ -95,18 +100,6 @@ ENTRY main {
 }
 """
 
-# Self-contained (imports no hlo_go module): HLO text -> StableHLO -> XLA's CPU compile.
-_DISCOVER_SCRIPT = """
-import sys
-import jax.extend
-from jaxlib import _hlo, _jax
-proto = _hlo.hlo_module_from_text(sys.stdin.read()).as_serialized_hlo_module_proto()
-mlir = jax.extend.mlir.hlo_to_stablehlo(proto)
-backend = jax.extend.backend.get_backend("cpu")
-options = jax.extend.backend.get_compile_options(num_replicas=1, num_partitions=1)
-options.env_option_overrides = [("xla_cpu_experimental_ynn_fusion_type", "")]
-backend.compile_and_load(mlir, _jax.DeviceList((backend.local_devices()[0],)), options)
-"""
 
 _LOG_PREFIX = re.compile(r"hlo_pass_pipeline\.cc:\d+\] (.*)$")
 _RUNNING = re.compile(r"Running HLO pass pipeline on module [^:]*: (.*)$")
@@ -166,7 +159,7 @@ def discover_pipeline(*, timeout_s: float = 300.0) -> tuple[PipelinePass, ...]:
     """
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="0", TF_CPP_VMODULE="hlo_pass_pipeline=2")
     proc = subprocess.run(
-        [sys.executable, "-c", _DISCOVER_SCRIPT],
+        [sys.executable, "-c", CPU_COMPILE_SCRIPT],
         input=PROBE_HLO,
         capture_output=True,
         text=True,
@@ -186,18 +179,7 @@ def discover_pipeline(*, timeout_s: float = 300.0) -> tuple[PipelinePass, ...]:
 def canonicalize_hlo(text: str) -> str:
     """HLO text → StableHLO → HLO text: the conversion every compile of HLO text
     starts with, applied on its own (no passes)."""
-    proto = _xla_hlo.hlo_module_from_text(text).as_serialized_hlo_module_proto()
-    return _canonical_from_proto(proto)
-
-
-def _canonical_from_proto(proto: bytes) -> str:
-    mlir = _xla_jax.mlir.hlo_to_stablehlo(proto)
-    computation = _xla_jax.mlir.mlir_module_to_xla_computation(
-        mlir, use_tuple_args=False, return_tuple=False
-    )
-    return _xla_hlo.HloModule.from_serialized_hlo_module_proto(
-        computation.as_serialized_hlo_module_proto()
-    ).to_string()
+    return stablehlo_round_trip(hlo_text_to_proto(text))
 
 
 class _Captured(Exception):
@@ -271,8 +253,8 @@ def run_hlo_passes(
                     "not in this jaxlib's CPU pipeline, or their enclosing pipeline is not enabled"
                 )
     if canonicalize:
-        return _canonical_from_proto(captured[-1])
-    return _xla_hlo.HloModule.from_serialized_hlo_module_proto(captured[-1]).to_string()
+        return stablehlo_round_trip(captured[-1])
+    return module_from_proto(captured[-1]).to_string()
 
 
 def disabled_for(passes: Iterable[str]) -> list[str]:
@@ -350,10 +332,10 @@ def module_summary(text: str) -> tuple[int, str]:
     """
     import hashlib
 
-    module = _xla_hlo.hlo_module_from_text(text)
+    module = hlo_module_from_text(text)
     computations = module.computations()
     count = sum(len(c.instructions()) for c in computations)
-    canonical = module.to_string(_xla_hlo.HloPrintOptions.canonical())
+    canonical = canonical_print(module)
     rename = {c.name: f"computation_{k}" for k, c in enumerate(computations)}
     canonical = _TOKEN.sub(lambda m: rename.get(m.group(0), m.group(0)), canonical)
     return count, hashlib.sha256(canonical.encode()).hexdigest()

@@ -3,7 +3,7 @@
 ``compile_placed(module, decisions, devices)`` partitions the module
 (:func:`hlo_go.xla.mpmd.partition`), compiles one executable per distinct segment for
 its device (:func:`hlo_go.xla.segments.segment_module`, then
-:func:`hlo_go.xla.compile_hlo_text`), and returns a :class:`PlacedProgram`. Calling
+:func:`hlo_go.xla.bridge.compile_hlo_text`), and returns a :class:`PlacedProgram`. Calling
 it runs one step:
 
 * program inputs are put on every device that reads them (or passed pre-placed,
@@ -24,7 +24,10 @@ Only device-agnostic APIs are used (``jax.device_put``, PJRT executables compile
 for ``device.platform``), so the same code places work on virtual CPU devices, GPUs
 or TPU cores.
 
-``run_placed`` and ``measure_placed`` are the entry points for a function or a module;
+This module is the placed (MPMD) face of :mod:`hlo_go.xla`: ``from hlo_go.xla.placed
+import ...`` (its ``__all__``; the partitioning names come from
+:mod:`hlo_go.xla.mpmd`). ``run_placed`` and ``measure_placed`` are the entry points for a
+function or a module;
 ``measure_placed`` checks outputs against XLA's default compile of the same program
 before it reports times (:func:`check_placed_outputs`: the dtype tolerances of
 :func:`hlo_go.xla.outputs_match`, and for float32 outputs outside them the float64
@@ -56,10 +59,38 @@ from hlo_go.xla.arbiter import (
 from hlo_go.xla.hooks import WRAPPED_COMPILER_OPTIONS, capture_prefusion_lowered
 from hlo_go.xla.inputs import training_inputs
 from hlo_go.xla.measure import Measurement, outputs_match
-from hlo_go.xla.mpmd import COMPUTE, PARAMETER, Leaf, Partition, PlacementError, partition
+from hlo_go.xla.mpmd import (
+    COMPUTE,
+    PARAMETER,
+    Leaf,
+    Partition,
+    PlacementError,
+    Segment,
+    partition,
+)
 from hlo_go.xla.segments import donated_aliases, portable_module, segment_module
 from hlo_go.xla.support import screen
 from hlo_go.xla.timing import time_interleaved
+
+# The placed (MPMD) face of hlo_go.xla: this module's entry points and the partitioning
+# names of hlo_go.xla.mpmd.
+__all__ = [
+    "Leaf",
+    "Partition",
+    "PlacedArguments",
+    "PlacedProgram",
+    "PlacementError",
+    "RunStats",
+    "Segment",
+    "check_placed_outputs",
+    "compile_placed",
+    "float64_reference",
+    "measure_placed",
+    "partition",
+    "placed_module",
+    "run_placed",
+    "unfused_reference",
+]
 
 FUSION_OFF_REFERENCE = "XLA's compile with fusion off"
 """How the arbiter's message names :func:`unfused_reference` when its error set the bar."""
@@ -458,7 +489,7 @@ def float64_reference(module: HloModule, args: Sequence[Any]) -> Callable[[], li
 
 def unfused_reference(module: HloModule, args: Sequence[Any]) -> Callable[[], list[np.ndarray]]:
     """A function returning ``module``'s outputs from XLA's one-device compile with its
-    fusion passes off (:data:`hlo_go.xla.WRAPPED_COMPILER_OPTIONS`), computed on the first
+    fusion passes off (:data:`hlo_go.xla.hooks.WRAPPED_COMPILER_OPTIONS`), computed on the first
     call only.
 
     A placement puts kernel boundaries where XLA's fusion would not, as this compile
@@ -611,7 +642,7 @@ def run_placed(
       decisions: the placement, schedule and fusion decisions.
       devices: the jax devices (``decisions.placement`` indexes them).
       args: the arguments (positional, for a function; one array per entry parameter
-        for a module, default :func:`~hlo_go.xla.training_inputs`).
+        for a module, default :func:`~hlo_go.xla.inputs.training_inputs`).
 
     Returns:
       The outputs, computed: the function's output pytree, or a list of arrays (the

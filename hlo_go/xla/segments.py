@@ -130,7 +130,7 @@ def expand_bitcasts(comp: HloComputation, taken: set[str]) -> HloComputation:
 
 def portable_module(module: HloModule) -> HloModule:
     """``module`` with bitcasts expanded in every computation, so that it compiles through
-    :func:`hlo_go.xla.compile_hlo_text` (HLO → StableHLO) with its meaning intact."""
+    :func:`hlo_go.xla.bridge.compile_hlo_text` (HLO → StableHLO) with its meaning intact."""
     taken = {i.name for _, i in module.instructions()} | set(module.computations)
     computations = FrozenDict(
         (name, expand_bitcasts(comp, taken)) for name, comp in module.computations.items()

@@ -51,14 +51,31 @@ from hlo_go.xla._jaxlib import (
     sharding_tiles,
 )
 from hlo_go.xla.arbiter import (  # WIDENING_FACTOR: re-exported, as before
+    TOLERANCES,
     WIDENING_FACTOR,  # noqa: F401
     as_accurate_as_reference,
     float64_outputs,
     input_rounding_runs,
 )
 from hlo_go.xla.inputs import NUMPY_DTYPES, training_inputs, warn_elided_constants
-from hlo_go.xla.measure import TOLERANCES, outputs_match
+from hlo_go.xla.measure import outputs_match
 from hlo_go.xla.timing import Clock, Timing, time_interleaved
+
+# The SPMD face of hlo_go.xla.
+__all__ = [
+    "COLLECTIVE_KINDS",
+    "ArraySharding",
+    "SpmdCheck",
+    "SpmdExecutable",
+    "check_spmd",
+    "collective_bytes",
+    "compile_spmd",
+    "count_collectives",
+    "run_spmd",
+    "spmd_devices",
+    "strip_shardings",
+    "time_spmd",
+]
 
 # The collective kinds counted, in a fixed order. Async pairs (``all-reduce-start`` /
 # ``all-reduce-done``, ...) count once, at their ``-done``; ``ragged-all-to-all``
@@ -580,7 +597,7 @@ def check_spmd(
       text: HLO text with ``sharding=`` annotations (or a parsed module).
       num_devices: partitions (see :func:`compile_spmd`).
       args: one global array per entry parameter (None:
-        :func:`~hlo_go.xla.training_inputs`, seed 0).
+        :func:`~hlo_go.xla.inputs.training_inputs`, seed 0).
       reference: the expected outputs; None runs the same module with every sharding
         stripped (:func:`strip_shardings`), compiled for one device. Float32 outputs
         that fail both the elementwise and the normwise test against that one-device
@@ -650,7 +667,7 @@ def time_spmd(
       clock: ``"wall"`` or ``"cpu"`` (:mod:`hlo_go.xla.timing`).
 
     Returns:
-      The :class:`~hlo_go.xla.Timing` (``.median`` is the median seconds per run).
+      The :class:`~hlo_go.xla.timing.Timing` (``.median`` is the median seconds per run).
     """
     placed = exe.put(args)
 
