@@ -4,6 +4,8 @@ Public names::
 
     parse_hlo(text) -> HloModule        load_hlo(path) -> HloModule
     HloModule.to_text() -> str           HloParseError (a ValueError with .line, .column)
+    verify_module(module) -> HloModule   HloVerifyError (shapes, indices, dimensions, sizes)
+    HloFileError (a bad or truncated .gz)
     Shape, Layout, parse_shape           instruction_cost, module_cost, Cost
 """
 
@@ -24,9 +26,10 @@ from hlo_go.hlo.opcodes import (
     TRANSCENDENTAL_OPCODES,
     VIEW_OPCODES,
 )
-from hlo_go.hlo.parser import HloParseError, load_hlo, parse_hlo
+from hlo_go.hlo.parser import HloFileError, HloParseError, load_hlo, parse_hlo
 from hlo_go.hlo.shape import Layout, Shape, ShapeSyntaxError, parse_shape, tuple_shape
 from hlo_go.hlo.summary import ComputationSummary, summarize
+from hlo_go.hlo.verify import HloVerifyError, verify_module
 
 __all__ = [
     "ELEMENTWISE_OPCODES",
@@ -39,9 +42,11 @@ __all__ = [
     "Cost",
     "FrozenDict",
     "HloComputation",
+    "HloFileError",
     "HloInstruction",
     "HloModule",
     "HloParseError",
+    "HloVerifyError",
     "Layout",
     "Shape",
     "ShapeSyntaxError",
@@ -55,4 +60,5 @@ __all__ = [
     "parse_shape",
     "summarize",
     "tuple_shape",
+    "verify_module",
 ]

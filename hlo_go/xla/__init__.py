@@ -7,6 +7,7 @@ from hlo_go.xla._jaxlib import (
     xla_cost_analysis,
     xla_module_to_text,
     xla_parse,
+    xla_verifies,
 )
 from hlo_go.xla.arbiter import WIDENING_FACTOR, as_accurate_as_reference, float64_outputs
 from hlo_go.xla.fusion import (
@@ -198,4 +199,5 @@ __all__ = [
     "xla_cost_analysis",
     "xla_module_to_text",
     "xla_parse",
+    "xla_verifies",
 ]

@@ -121,6 +121,66 @@ def xla_accepts(text: str, *, timeout_s: float = 60.0) -> tuple[bool, str]:
     return False, f"XLA's parser crashed (exit code {proc.returncode}): {proc.stderr[-500:]}"
 
 
+_VERIFIES_SCRIPT = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from hlo_go.xla._jaxlib import compile_hlo_text, xla_parse
+text = sys.stdin.read()
+try:
+    xla_parse(text)
+except ValueError as e:
+    sys.stdout.write("REJECT XLA's parser: " + str(e))
+    sys.exit(0)
+try:
+    compile_hlo_text(text)
+except Exception as e:
+    sys.stdout.write("REJECT XLA's verifier (compiling for CPU): " + str(e))
+    sys.exit(0)
+sys.stdout.write("ACCEPT")
+"""
+
+
+def xla_verifies(text: str, *, timeout_s: float = 600.0) -> tuple[bool, str]:
+    """Runs XLA's parser and then its verifier on ``text``, in a child process.
+
+    The verifier runs as the first pass of compiling the module for this host's CPU
+    (:func:`compile_hlo_text`), so a module XLA accepts here is one the CPU backend
+    compiles: text that only another backend can compile (GPU custom calls, several
+    partitions) is reported as rejected, with XLA's message. XLA can crash on invalid
+    modules (e.g. a tuple index out of range), hence the child.
+
+    Args:
+      text: HLO module text.
+      timeout_s: the most seconds the child may take.
+
+    Returns:
+      ``(accepted, message)``; ``message`` says which stage refused it and XLA's error
+      text, or that XLA crashed or ran out of time.
+    """
+    import os
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", _VERIFIES_SCRIPT, root],
+            input=text,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+            env=env,
+        )
+    except subprocess.TimeoutExpired:
+        return False, f"XLA did not finish verifying within {timeout_s:g} s"
+    if proc.stdout.startswith("ACCEPT"):
+        return True, ""
+    if proc.stdout.startswith("REJECT"):
+        return False, proc.stdout[len("REJECT ") :]
+    return False, f"XLA crashed (exit code {proc.returncode}): {proc.stderr[-500:]}"
+
+
 def compile_hlo_text(
     text: str, *, device: Any = None, compiler_options: dict[str, Any] | None = None
 ) -> Any:
