@@ -3,7 +3,8 @@ fusion grouping they imply.
 
 Public names::
 
-    Decisions (.default, .validate, .fusion_groups)
+    Decisions (.default, .validate, .fusion_groups)      DecisionsError
+    decisions_from_values(values, graph), load_decisions(path, graph)   (checked before any cast)
     fusion_groups(graph, placement, fusion_priority, ...) -> int32[N]    FusionLimits, DEFAULT_LIMITS
     edge_priority, candidate_edges, fusion_group_names
     fusible_nodes, FUSIBLE_OPCODES, CPU_EMITTER_NOT_FUSIBLE, OUTPUT_ONLY_OPCODES,
@@ -12,13 +13,15 @@ Public names::
     Adjacency, adjacency, build_adjacency, graph_cached
 
 Module by concept: :mod:`~hlo_go.decisions.decisions` (the action type),
+:mod:`~hlo_go.decisions.files` (decisions from values and files, checked),
 :mod:`~hlo_go.decisions.fusion` (priority-based fusion grouping),
 :mod:`~hlo_go.decisions.legality` (fusion rules and checks),
 :mod:`~hlo_go.decisions.adjacency` (CSR neighbour lists, per-graph caching).
 """
 
 from hlo_go.decisions.adjacency import Adjacency, adjacency, build_adjacency, graph_cached
-from hlo_go.decisions.decisions import Decisions
+from hlo_go.decisions.decisions import Decisions, DecisionsError
+from hlo_go.decisions.files import decisions_from_values, load_decisions
 from hlo_go.decisions.fusion import (
     DEFAULT_LIMITS,
     FusionLimits,
@@ -48,12 +51,14 @@ __all__ = [
     "SMALL_MATRIX_BYTES",
     "Adjacency",
     "Decisions",
+    "DecisionsError",
     "FusionGroupError",
     "FusionLimits",
     "adjacency",
     "build_adjacency",
     "candidate_edges",
     "check_fusion_groups",
+    "decisions_from_values",
     "edge_priority",
     "fusible_nodes",
     "fusion_group_names",
@@ -61,5 +66,6 @@ __all__ = [
     "graph_cached",
     "graph_output_dims",
     "large_matrix_nodes",
+    "load_decisions",
     "module_output_dims",
 ]

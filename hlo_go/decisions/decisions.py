@@ -6,7 +6,13 @@ from typing import NamedTuple
 
 import numpy as np
 
+from hlo_go.errors import HloGoError
 from hlo_go.graph import OpGraph
+
+
+class DecisionsError(ValueError, HloGoError):
+    """Decisions that do not fit their graph or cluster (shape, dtype, range, colocation),
+    or a decisions file that cannot be read."""
 
 
 class Decisions(NamedTuple):
@@ -39,30 +45,34 @@ class Decisions(NamedTuple):
         """Checks shapes, dtypes, ranges and colocation; returns self.
 
         Raises:
-          ValueError: naming the first problem found.
+          DecisionsError: naming the first problem found.
         """
         n = graph.num_nodes
         for field in self._fields:
             value = getattr(self, field)
             if not isinstance(value, np.ndarray) or value.shape != (n,):
                 shape = getattr(value, "shape", type(value).__name__)
-                raise ValueError(f"Decisions.{field} must be an array of shape ({n},), got {shape}")
+                raise DecisionsError(
+                    f"Decisions.{field} must be an array of shape ({n},), got {shape}"
+                )
         if not np.issubdtype(self.placement.dtype, np.integer):
-            raise ValueError(f"Decisions.placement must be integers, got {self.placement.dtype}")
+            raise DecisionsError(
+                f"Decisions.placement must be integers, got {self.placement.dtype}"
+            )
         if n and (self.placement.min() < 0 or self.placement.max() >= num_devices):
             bad = int(np.flatnonzero((self.placement < 0) | (self.placement >= num_devices))[0])
-            raise ValueError(
+            raise DecisionsError(
                 f"Decisions.placement[{bad}] = {self.placement[bad]} (node {graph.names[bad]!r}) "
                 f"is not a device of a {num_devices}-device cluster"
             )
         for field in ("schedule_priority", "fusion_priority"):
             if not np.all(np.isfinite(getattr(self, field))):
-                raise ValueError(f"Decisions.{field} has non-finite values")
+                raise DecisionsError(f"Decisions.{field} has non-finite values")
         group = graph.colocation_group
         split = np.flatnonzero(self.placement != self.placement[group])
         if split.size:
             i = int(split[0])
-            raise ValueError(
+            raise DecisionsError(
                 f"node {graph.names[i]!r} must be on the same device as {graph.names[group[i]]!r} "
                 f"(colocation), but placement puts them on {self.placement[i]} and "
                 f"{self.placement[group[i]]}"

@@ -5,6 +5,7 @@ Public names::
     simulate(graph, cluster, decisions) -> SimResult      simulate_batch(graph, cluster, [d, ...])
     SimResult, Timeline                                    plot_timeline(result, path)
     Cluster, Device, Link, LinkArrays, OP_CLASSES          get_cluster(name), names(), host_cpu(n)
+    MAX_DEVICES (the most devices a cluster may have)
     load_cluster(path), cluster_from_dict, cluster_to_dict, ClusterFileError
     op_classes, node_kinds, node_costs, NodeCosts          prepare, Prepared
     KERNEL, VIEW, HOLDER, VIEW_OPCODES, HOLDER_OPCODES
@@ -32,7 +33,7 @@ from hlo_go.sim.calibrate import (
     calibrate_subsets,
     profiled_graph,
 )
-from hlo_go.sim.cluster import OP_CLASSES, Cluster, Device, Link, LinkArrays
+from hlo_go.sim.cluster import MAX_DEVICES, OP_CLASSES, Cluster, Device, Link, LinkArrays
 from hlo_go.sim.cost_model import (
     HOLDER,
     HOLDER_OPCODES,
@@ -55,6 +56,7 @@ __all__ = [
     "HOLDER",
     "HOLDER_OPCODES",
     "KERNEL",
+    "MAX_DEVICES",
     "OP_CLASSES",
     "VIEW",
     "VIEW_OPCODES",
