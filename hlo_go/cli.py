@@ -119,7 +119,8 @@ def cmd_roundtrip(args: argparse.Namespace, console: Console) -> int:
             module = load_hlo(path)
         except (HloGoError, OSError) as error:
             failures += 1
-            console.print(f"[red]FAIL[/red] {error}", markup=True, highlight=False)
+            console.print("[red]FAIL[/red] ", end="")
+            console.print(f"{type(error).__name__}: {error}", markup=False, highlight=False)
             continue
         text = module.to_text()
         same = parse_hlo(text) == module

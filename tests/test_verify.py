@@ -254,3 +254,16 @@ def test_everything_xla_printed_verifies() -> None:
 def test_verification_is_done_once_per_module() -> None:
     module = load_hlo(ROOT / "hlo_go" / "examples" / "cnn_train_step.hlo")
     assert verify_module(module) is module
+
+
+def test_xla_verifies_runs_xla_s_verifier_not_only_its_parser() -> None:
+    """Before: roundtrip said "XLA accepts" after XLA's parser alone, which takes
+    ``add(f32[2], f32[3])``."""
+    from hlo_go.xla import xla_accepts, xla_verifies
+
+    bad = (BAD / "add_mismatch.hlo").read_text()
+    assert xla_accepts(bad)[0]  # the parser alone takes it
+    accepted, message = xla_verifies(bad)
+    assert not accepted and "verifier" in message and "shape" in message
+    good = module_text("a = f32[2]{0} parameter(0)", "ROOT c = f32[2]{0} add(a, a)")
+    assert xla_verifies(good) == (True, "")
