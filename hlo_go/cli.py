@@ -124,13 +124,16 @@ def cmd_roundtrip(args: argparse.Namespace, console: Console) -> int:
             continue
         text = module.to_text()
         same = parse_hlo(text) == module
-        accepted, message = xla_verifies(text)
-        ok = same and accepted
+        verdict, message = xla_verifies(text)
+        ok = same and verdict is not False
         failures += not ok
         status = "[green]ok[/green]" if ok else "[red]FAIL[/red]"
+        verified = {True: "yes", False: "no", None: "could not run here"}[verdict]
+        console.print(status + " ", end="")
         console.print(
-            f"{status} {path}: reparse equal={same}, XLA parses and verifies={accepted} "
-            f"{message[:300]}"
+            f"{path}: reparse equal={same}, XLA parses, its verifier: {verified} {message[:300]}",
+            markup=False,
+            highlight=False,
         )
     return 1 if failures else 0
 
