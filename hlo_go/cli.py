@@ -1,7 +1,7 @@
 """The ``hlo-go`` command.
 
 hlo-go summarize [FILE]       parse an HLO module and print a per-computation table
-hlo-go roundtrip FILE...      parse, print, and check XLA accepts the printed text
+hlo-go roundtrip FILE...      parse, print, and check XLA parses and verifies the printed text
 hlo-go corpus build [NAME...] regenerate the workload corpus (default: every graph)
 hlo-go corpus list            table of the stored corpus graphs
 hlo-go corpus show NAME       one corpus graph: stages, counts, costs, top opcodes
@@ -26,8 +26,9 @@ from rich.console import Console
 from rich.table import Table
 
 from hlo_go.baselines.cli import add_baseline_command
+from hlo_go.errors import HloGoError
 from hlo_go.evaluate.cli import add_eval_command
-from hlo_go.hlo import HloModule, HloParseError, load_hlo, module_cost, parse_hlo, summarize
+from hlo_go.hlo import HloModule, load_hlo, module_cost, parse_hlo, summarize
 from hlo_go.passes.cli import add_passes_command
 from hlo_go.rl.cli import add_train_commands
 from hlo_go.sharding.cli import add_shard_command
@@ -110,19 +111,29 @@ def cmd_summarize(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_roundtrip(args: argparse.Namespace, console: Console) -> int:
-    from hlo_go.xla.bridge import xla_accepts
+    from hlo_go.xla.bridge import xla_verifies
 
     failures = 0
     for path in args.files:
-        module = load_hlo(path)
+        try:
+            module = load_hlo(path)
+        except (HloGoError, OSError) as error:
+            failures += 1
+            console.print("[red]FAIL[/red] ", end="")
+            console.print(f"{type(error).__name__}: {error}", markup=False, highlight=False)
+            continue
         text = module.to_text()
         same = parse_hlo(text) == module
-        accepted, message = xla_accepts(text)
-        ok = same and accepted
+        verdict, message = xla_verifies(text)
+        ok = same and verdict is not False
         failures += not ok
         status = "[green]ok[/green]" if ok else "[red]FAIL[/red]"
+        verified = {True: "yes", False: "no", None: "could not run here"}[verdict]
+        console.print(status + " ", end="")
         console.print(
-            f"{status} {path}: reparse equal={same}, XLA accepts={accepted} {message[:200]}"
+            f"{path}: reparse equal={same}, XLA parses, its verifier: {verified} {message[:300]}",
+            markup=False,
+            highlight=False,
         )
     return 1 if failures else 0
 
@@ -293,10 +304,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console(width=None if sys.stdout.isatty() else 160)
     try:
         return args.func(args, console)
-    except HloParseError as e:
+    except HloGoError as e:  # every named error: the message, no traceback
         console.print("[red]error:[/red] ", end="")
         console.print(str(e), markup=False, highlight=False)
-        return 2
+        return 1
     except (FileNotFoundError, IsADirectoryError, PermissionError) as e:
         console.print(f"[red]error:[/red] {e}")
         return 2

@@ -4,7 +4,8 @@ fusion grouping they imply.
 Public names::
 
     Decisions (.default, .for_graph, .validate, .check_graph, .arrays, .fusion_groups)
-    GraphMismatchError    graph_fingerprint(graph)    ARRAY_FIELDS
+    GraphMismatchError    graph_fingerprint(graph)    ARRAY_FIELDS    DecisionsError
+    decisions_from_values(values, graph), load_decisions(path, graph)   (checked before any cast)
     fusion_groups(graph, placement, fusion_priority, ...) -> int32[N]    FusionLimits
     fusion_group_names(graph, group)      fusible_nodes(graph)
     check_fusion_groups(graph, group)     FusionGroupError
@@ -13,6 +14,7 @@ The rest (fusion rules and opcode sets, edge priorities, output dims, adjacency 
 per-graph caching) stays importable from here and from its module but is not advertised.
 
 Module by concept: :mod:`~hlo_go.decisions.decisions` (the action type),
+:mod:`~hlo_go.decisions.files` (decisions from values and files, checked),
 :mod:`~hlo_go.decisions.fusion` (priority-based fusion grouping),
 :mod:`~hlo_go.decisions.legality` (fusion rules and checks),
 :mod:`~hlo_go.decisions.adjacency` (CSR neighbour lists, per-graph caching).
@@ -25,9 +27,11 @@ from hlo_go.decisions.adjacency import graph_cached as graph_cached
 from hlo_go.decisions.decisions import (
     ARRAY_FIELDS,
     Decisions,
+    DecisionsError,
     GraphMismatchError,
     graph_fingerprint,
 )
+from hlo_go.decisions.files import decisions_from_values, load_decisions
 from hlo_go.decisions.fusion import DEFAULT_LIMITS as DEFAULT_LIMITS
 from hlo_go.decisions.fusion import FusionLimits, fusion_group_names, fusion_groups
 from hlo_go.decisions.fusion import candidate_edges as candidate_edges
@@ -44,12 +48,15 @@ from hlo_go.decisions.legality import module_output_dims as module_output_dims
 __all__ = [
     "ARRAY_FIELDS",
     "Decisions",
+    "DecisionsError",
     "FusionGroupError",
     "FusionLimits",
     "GraphMismatchError",
     "check_fusion_groups",
+    "decisions_from_values",
     "fusible_nodes",
     "fusion_group_names",
     "fusion_groups",
     "graph_fingerprint",
+    "load_decisions",
 ]

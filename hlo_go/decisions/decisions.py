@@ -28,6 +28,11 @@ class GraphMismatchError(ValueError, HloGoError):
         self.given = given
 
 
+class DecisionsError(ValueError, HloGoError):
+    """Decisions that do not fit their graph or cluster (shape, dtype, range, colocation),
+    or a decisions file that cannot be read."""
+
+
 class Decisions(NamedTuple):
     """What an optimizer decides for every node of an :class:`~hlo_go.graph.OpGraph`.
 
@@ -109,7 +114,7 @@ class Decisions(NamedTuple):
 
         Raises:
           GraphMismatchError: they carry another graph's fingerprint.
-          ValueError: naming the first problem found.
+          DecisionsError: naming the first problem found (a ``ValueError``).
         """
         self.check_graph(graph)
         n = graph.num_nodes
@@ -117,23 +122,27 @@ class Decisions(NamedTuple):
             value = getattr(self, field)
             if not isinstance(value, np.ndarray) or value.shape != (n,):
                 shape = getattr(value, "shape", type(value).__name__)
-                raise ValueError(f"Decisions.{field} must be an array of shape ({n},), got {shape}")
+                raise DecisionsError(
+                    f"Decisions.{field} must be an array of shape ({n},), got {shape}"
+                )
         if not np.issubdtype(self.placement.dtype, np.integer):
-            raise ValueError(f"Decisions.placement must be integers, got {self.placement.dtype}")
+            raise DecisionsError(
+                f"Decisions.placement must be integers, got {self.placement.dtype}"
+            )
         if n and (self.placement.min() < 0 or self.placement.max() >= num_devices):
             bad = int(np.flatnonzero((self.placement < 0) | (self.placement >= num_devices))[0])
-            raise ValueError(
+            raise DecisionsError(
                 f"Decisions.placement[{bad}] = {self.placement[bad]} (node {graph.names[bad]!r}) "
                 f"is not a device of a {num_devices}-device cluster"
             )
         for field in ("schedule_priority", "fusion_priority"):
             if not np.all(np.isfinite(getattr(self, field))):
-                raise ValueError(f"Decisions.{field} has non-finite values")
+                raise DecisionsError(f"Decisions.{field} has non-finite values")
         group = graph.colocation_group
         split = np.flatnonzero(self.placement != self.placement[group])
         if split.size:
             i = int(split[0])
-            raise ValueError(
+            raise DecisionsError(
                 f"node {graph.names[i]!r} must be on the same device as {graph.names[group[i]]!r} "
                 f"(colocation), but placement puts them on {self.placement[i]} and "
                 f"{self.placement[group[i]]}"

@@ -131,7 +131,7 @@ def _print_problems(console: Console, heading: str, lines: list[str]) -> None:
 
 
 def cmd_eval(args: argparse.Namespace, console: Console) -> int:
-    """Runs ``hlo-go eval``; returns the exit code (0, or 2 for bad input)."""
+    """Runs ``hlo-go eval``; returns the exit code (0; 1 when any input failed; 2 for bad flags)."""
     from hlo_go.baselines.cli import load_cluster
     from hlo_go.evaluate.report import eval_table, measured_table, problems, write_outputs
     from hlo_go.evaluate.run import evaluate, policy_label
@@ -187,4 +187,4 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
                 console.print(f"{label}: {written[label]}", highlight=False)
         if written["timelines"]:
             console.print(f"timelines: {len(written['timelines'])} in {args.out}", highlight=False)
-    return 0
+    return 1 if errors else 0

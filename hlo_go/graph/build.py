@@ -13,7 +13,7 @@ from hlo_go.graph.flatten import flatten_entry
 from hlo_go.graph.opgraph import OpGraph
 from hlo_go.graph.trip_count import DEFAULT_TRIP_COUNT
 from hlo_go.graph.vocab import opcode_ids
-from hlo_go.hlo import FrozenDict, HloInstruction, HloModule, Shape
+from hlo_go.hlo import FrozenDict, HloInstruction, HloModule, Shape, verify_module
 
 _FUSION_KIND_CODES = {kind: i + 1 for i, kind in enumerate(FUSION_KINDS)}
 
@@ -133,9 +133,12 @@ def build_graph(
       The :class:`OpGraph`; node ids follow definition order, which is topological.
 
     Raises:
+      HloVerifyError: the module is not valid HLO (:func:`hlo_go.hlo.verify_module`:
+        operand shapes, tuple indices, dimension numbers, sizes that overflow int64).
       ValueError: the module is malformed (a call naming no computation, a
         dependency cycle through control predecessors).
     """
+    verify_module(module)  # before any costing or int64 array: named errors, located
     flat = flatten_entry(module)
     n = len(flat.names)
     costing = LoopCosting(module, default_trip_count=default_trip_count)

@@ -73,6 +73,7 @@ from hlo_go.hlo import attributes as attrs
 from hlo_go.hlo.ir import HloComputation, HloInstruction, HloModule
 from hlo_go.hlo.opcodes import ELEMENTWISE_OPCODES
 from hlo_go.hlo.shape import Shape
+from hlo_go.hlo.verify import verify_module
 
 
 class Cost(NamedTuple):
@@ -650,6 +651,7 @@ def _costing(module: HloModule) -> _Costing:
     entry = _COSTINGS.get(key)
     if entry is not None and entry[0]() is module:
         return entry[1]
+    verify_module(module)  # malformed shapes or dimension numbers: a named error, not IndexError
     costing = _Costing(module)
     table = _COSTINGS  # bound here: module globals may be gone when this runs at exit
 
@@ -688,6 +690,7 @@ def instruction_cost(
 
     Raises:
       ValueError: ``instr`` is not in ``module`` (only when ``computation`` is None).
+      HloVerifyError: ``module`` is not valid HLO (:func:`hlo_go.hlo.verify_module`).
     """
     comp = computation if computation is not None else _find_computation(module, instr)
     return _costing(module).instruction(comp, instr)

@@ -25,6 +25,7 @@ import codecs
 import gzip
 import os
 import re
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -42,6 +43,7 @@ from hlo_go.hlo.ir import (
 )
 from hlo_go.hlo.opcodes import COMPUTATION_ATTRIBUTES, OPCODE_ARITY
 from hlo_go.hlo.shape import ARRAY_DTYPES, SPECIAL_DTYPES, Shape, ShapeSyntaxError, parse_shape_at
+from hlo_go.hlo.source import remember_source
 
 
 class HloParseError(ValueError, HloGoError):
@@ -835,11 +837,39 @@ def parse_hlo(text: str, *, filename: str | None = None) -> HloModule:
         raise TypeError(f"parse_hlo expects str, got {type(text).__name__}")
     if "\x00" in text:
         raise _Parser(text, filename).error(text.index("\x00"), "NUL character in HLO text")
-    return _Parser(text, filename).parse_module()
+    module = _Parser(text, filename).parse_module()
+    remember_source(module, text, filename)
+    return module
 
 
-def load_hlo(path: str | os.PathLike[str]) -> HloModule:
-    """Reads and parses an HLO text file (``.gz`` files are decompressed)."""
+class HloFileError(ValueError, HloGoError):
+    """An HLO file that cannot be read as text: a bad or truncated ``.gz``, a directory.
+
+    Attributes:
+      path: the file.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], reason: str) -> None:
+        self.path = str(path)
+        super().__init__(f"{self.path}: {reason}")
+
+
+def load_hlo(path: str | os.PathLike[str], *, verify: bool = True) -> HloModule:
+    """Reads and parses an HLO text file (``.gz`` files are decompressed).
+
+    Args:
+      path: the file.
+      verify: also check the module is valid HLO (:func:`hlo_go.hlo.verify_module`).
+
+    Returns:
+      The parsed module.
+
+    Raises:
+      FileNotFoundError: no such file.
+      HloFileError: a bad or truncated gzip file, or something that is not a file.
+      HloParseError: malformed text (not UTF-8 included), located.
+      HloVerifyError: text that parses but is not valid HLO, located.
+    """
     p = Path(path)
     opener: Callable[..., object] = gzip.open if p.suffix == ".gz" else open
     try:
@@ -849,4 +879,15 @@ def load_hlo(path: str | os.PathLike[str]) -> HloModule:
         raise HloParseError(
             f"not UTF-8 text: {e}", line=1, column=1, source_line="", filename=str(p)
         ) from None
-    return parse_hlo(text, filename=str(p))
+    except gzip.BadGzipFile as e:
+        raise HloFileError(p, f"not a gzip file ({e})") from None
+    except (EOFError, zlib.error) as e:
+        raise HloFileError(p, f"truncated or corrupt gzip data ({e})") from None
+    except IsADirectoryError:
+        raise HloFileError(p, "is a directory, not an HLO file") from None
+    module = parse_hlo(text, filename=str(p))
+    if verify:
+        from hlo_go.hlo.verify import verify_module
+
+        verify_module(module)
+    return module

@@ -8,7 +8,8 @@ atomically (temporary file, then rename) by :func:`save_checkpoint`. It holds::
     step        training steps done
     elapsed     training wall-clock seconds so far (for metrics)
     best        graph name -> best decisions seen and their step time
-    meta        JSON: the TrainConfig, the run's kind, cluster and graph names
+    meta        JSON: the TrainConfig, the run's kind, cluster and graph names, and
+                fingerprints of the cluster and of each graph (what a resume must match)
 
 Since every random draw of step ``s`` comes from ``fold_in(key(seed), s)``, a run
 resumed from a checkpoint continues exactly as the uninterrupted run would have.
@@ -16,8 +17,10 @@ resumed from a checkpoint continues exactly as the uninterrupted run would have.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -25,7 +28,10 @@ import jax
 import numpy as np
 from flax import serialization
 
+from hlo_go.errors import HloGoError
+from hlo_go.graph import OpGraph
 from hlo_go.rl.config import TrainConfig
+from hlo_go.sim import Cluster, cluster_to_dict
 
 CHECKPOINT_NAME = "checkpoint.msgpack"
 
@@ -124,3 +130,113 @@ def restore_params(template: Any, raw: Any) -> Any:
 def restore_opt_state(template: Any, raw: Any) -> Any:
     """A checkpointed optimizer state in the structure of ``template`` (``optimizer.init``)."""
     return serialization.from_state_dict(template, raw)
+
+
+class ResumeMismatchError(ValueError, HloGoError):
+    """A run directory's checkpoint was made for another cluster, graph, task set or config."""
+
+
+# TrainConfig fields that may change between a run and its resumption: they do not change
+# what is trained (only how often it is shown, evaluated and saved).
+RESUMABLE_CHANGES = frozenset({"progress", "eval_every", "checkpoint_every"})
+
+
+def graph_fingerprint(graph: OpGraph) -> str:
+    """A hash of a graph's structure and costs (not its name or file name).
+
+    Two graphs with the same fingerprint have the same nodes (opcodes, costs, output
+    bytes, trip counts) and the same data and control edges, so decisions for one are
+    decisions for the other.
+    """
+    digest = hashlib.sha256()
+    for array in (
+        graph.opcode, graph.flops, graph.transcendentals, graph.bytes_read,
+        graph.bytes_written, graph.bytes_out, graph.trip_count, graph.senders,
+        graph.receivers, graph.control_senders, graph.control_receivers,
+        graph.colocation_group,
+    ):  # fmt: skip
+        value = np.ascontiguousarray(array)
+        digest.update(f"{value.dtype.str}{value.shape}".encode())
+        digest.update(value.tobytes())
+    return digest.hexdigest()
+
+
+def cluster_fingerprint(cluster: Cluster) -> str:
+    """A hash of a cluster's devices and links (its name and description excluded)."""
+    data = cluster_to_dict(cluster)
+    data.pop("name", None)
+    data.pop("description", None)
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def run_meta(kind: str, cluster: Cluster, graphs: Mapping[str, OpGraph]) -> dict[str, Any]:
+    """The ``meta`` a run saves: kind, cluster, graph names and their fingerprints."""
+    return {
+        "kind": kind,
+        "cluster": cluster.name,
+        "graphs": list(graphs),
+        "cluster_fingerprint": cluster_fingerprint(cluster),
+        "graph_fingerprints": {name: graph_fingerprint(g) for name, g in graphs.items()},
+    }
+
+
+def check_resume(
+    checkpoint: Checkpoint,
+    *,
+    kind: str,
+    cluster: Cluster,
+    graphs: Mapping[str, OpGraph],
+    config: TrainConfig,
+    where: str | Path = "",
+) -> None:
+    """Refuses to resume ``checkpoint`` as a run that differs from the one that saved it.
+
+    Args:
+      checkpoint: the run directory's checkpoint.
+      kind: the run's kind (``train_one``, ``pretrain``).
+      cluster: the cluster the resumed run is for.
+      graphs: graph name -> graph of the resumed run.
+      config: the resumed run's settings (fields in :data:`RESUMABLE_CHANGES` may differ).
+      where: the run directory, for messages.
+
+    Raises:
+      ResumeMismatchError: naming what differs (kind, cluster, graph set, a graph's
+        fingerprint, tasks or another setting).
+    """
+    meta = checkpoint.meta
+    prefix = f"{where}: " if where else ""
+    hint = "; use another --out directory (or --no-resume to start over)"
+
+    def refuse(what: str) -> ResumeMismatchError:
+        return ResumeMismatchError(f"{prefix}cannot resume: {what}{hint}")
+
+    if meta.get("kind") != kind:
+        raise refuse(f"it holds a {meta.get('kind')!r} run, not {kind!r}")
+    saved_fp = meta.get("cluster_fingerprint")
+    if meta.get("cluster") != cluster.name or (
+        saved_fp is not None and saved_fp != cluster_fingerprint(cluster)
+    ):
+        same_name = meta.get("cluster") == cluster.name
+        raise refuse(
+            f"the checkpoint was trained for cluster {meta.get('cluster')!r}, not "
+            f"{cluster.name!r}" + (" (same name, other devices or links)" if same_name else "")
+        )
+    if list(meta.get("graphs", [])) != list(graphs):
+        raise refuse(f"the checkpoint's graphs are {meta.get('graphs')}, not {list(graphs)}")
+    saved = meta.get("graph_fingerprints", {})
+    for name, graph in graphs.items():
+        if name in saved and saved[name] != graph_fingerprint(graph):
+            raise refuse(
+                f"graph {name!r} ({graph.num_nodes} nodes) is not the graph the checkpoint "
+                "was trained on (its structure or costs differ)"
+            )
+    if tuple(checkpoint.config.tasks) != tuple(config.tasks):
+        raise refuse(
+            f"the checkpoint learned tasks {list(checkpoint.config.tasks)}, not {list(config.tasks)}"
+        )
+    old, new = checkpoint.config.to_dict(), config.to_dict()
+    changed = sorted(k for k in old.keys() | new.keys() if k not in RESUMABLE_CHANGES
+                     and old.get(k) != new.get(k))  # fmt: skip
+    if changed:
+        shown = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in changed)
+        raise refuse(f"settings differ from the checkpoint's ({shown})")

@@ -31,6 +31,7 @@ import numpy as np
 from rich.console import Console
 
 from hlo_go.decisions import Decisions
+from hlo_go.errors import HloGoError
 from hlo_go.graph import OpGraph
 
 
@@ -206,7 +207,7 @@ def _report(
 def _error(console: Console, error: Exception) -> int:
     console.print("[red]error:[/red] ", end="")
     console.print(str(error), markup=False, highlight=False)
-    return 2
+    return 1 if isinstance(error, HloGoError) else 2  # a named error: the input failed
 
 
 def cmd_train(args: argparse.Namespace, console: Console) -> int:
@@ -230,7 +231,7 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
                 graphs, cluster, steps=args.steps, out_dir=args.out, config=config,
                 resume=not args.no_resume,
             )  # fmt: skip
-    except (KeyError, ValueError) as error:
+    except (KeyError, ValueError, HloGoError) as error:
         return _error(console, error)
     console.print(
         f"trained {result.step} steps in {result.elapsed:.1f} s; checkpoint and metrics in "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 from hlo_go.gonet import TASKS, PolicyConfig
@@ -81,6 +82,8 @@ class TrainConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.samples < 2:
             raise ValueError(f"samples must be >= 2 (advantages need a spread), got {self.samples}")
+        if not math.isfinite(self.prior_bias):
+            raise ValueError(f"prior_bias must be a finite number, got {self.prior_bias}")
         if self.prior_bias < 0:
             raise ValueError(f"prior_bias must be >= 0, got {self.prior_bias}")
         if self.prior_fusion not in ("all", "none"):

@@ -39,6 +39,7 @@ then :func:`ppo_apply`; data-parallel training averages the gradients in between
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -83,6 +84,15 @@ class PPOConfig:
     ratio: str = "sample"
 
     def __post_init__(self) -> None:
+        for name in (
+            "clip_epsilon",
+            "value_coef",
+            "entropy_coef",
+            "learning_rate",
+            "max_grad_norm",
+        ):
+            if not math.isfinite(getattr(self, name)):  # NaN passes every comparison below
+                raise ValueError(f"{name} must be a finite number, got {getattr(self, name)}")
         if self.clip_epsilon <= 0:
             raise ValueError(f"clip_epsilon must be > 0, got {self.clip_epsilon}")
         if self.learning_rate <= 0:

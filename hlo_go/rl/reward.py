@@ -32,7 +32,7 @@ class RewardConfig:
     oom_penalty: float = 1.0
 
     def __post_init__(self) -> None:
-        if self.oom_penalty < 0:
+        if not self.oom_penalty >= 0:  # NaN too
             raise ValueError(f"oom_penalty must be >= 0, got {self.oom_penalty}")
 
 

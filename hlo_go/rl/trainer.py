@@ -37,15 +37,18 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from hlo_go.decisions import Decisions
+from hlo_go.errors import HloGoError
 from hlo_go.gonet import GOPolicy, PolicyConfig
 from hlo_go.graph import OpGraph
 from hlo_go.rl.agent import GOAgent
 from hlo_go.rl.checkpoint import (
     Checkpoint,
+    check_resume,
     checkpoint_path,
     load_checkpoint,
     restore_opt_state,
     restore_params,
+    run_meta,
     save_checkpoint,
 )
 from hlo_go.rl.config import TrainConfig
@@ -125,6 +128,24 @@ class TrainResult(NamedTuple):
 
 
 GraphLike = OpGraph | tuple[str, OpGraph]
+
+
+class NonFiniteTrainingError(FloatingPointError, HloGoError):
+    """Training met NaN or infinite logits, values, rewards or losses (a NaN learning
+    rate or weights, or a diverged update); the message names the step and graph."""
+
+
+def _check_finite(step: int, graph: str, **values: Any) -> None:
+    """Raises NonFiniteTrainingError naming the first of ``values`` that is not finite."""
+    for what, value in values.items():
+        array = np.asarray(jax.device_get(value), dtype=np.float64)
+        if not np.isfinite(array).all():
+            bad = "NaN" if np.isnan(array).any() else "infinite values"
+            raise NonFiniteTrainingError(
+                f"training stopped at step {step} on graph {graph!r}: the {what} has {bad} "
+                "(NaN parameters or a diverged update; check the learning rate and the "
+                "checkpoint the run started from)"
+            )
 
 
 def _named(graphs: Sequence[GraphLike]) -> list[tuple[str, OpGraph]]:
@@ -286,11 +307,7 @@ def _train(
     if steps < start:
         raise ValueError(f"steps={steps} but the checkpoint has already done {start} steps")
     schedule = schedule or (lambda step: step % len(envs))
-    meta = {
-        "kind": kind,
-        "cluster": cluster.name,
-        "graphs": [env.name for env in envs],
-    }
+    meta = run_meta(kind, cluster, {env.name: env.graph for env in envs})
     logger = MetricsLogger(out_dir, METRIC_COLUMNS, resume_step=start if resume_from else None)
     history: list[dict[str, Any]] = []
 
@@ -315,7 +332,9 @@ def _train(
             env = envs[schedule(step)]
             sample_key, update_key = _step_keys(config.seed, step)
             actions, old_log_prob, values = agent.sample(params, env, sample_key, config.samples)
+            _check_finite(step, env.name, policy_log_probability=old_log_prob, value=values)
             scores = env.score(env.decisions(actions))
+            _check_finite(step, env.name, reward=scores.rewards)
             returns = jnp.asarray(scores.rewards, jnp.float32)
             batch = PPOBatch(
                 actions,
@@ -331,6 +350,7 @@ def _train(
             if config.prior_follows_best:
                 env.follow_best()
             first = jax.device_get(infos[0])
+            _check_finite(step, env.name, loss=first.total, gradient_norm=first.grad_norm)
             elapsed += time.perf_counter() - began
             row = {
                 "step": step,
@@ -397,14 +417,18 @@ def _make_envs(
     return envs
 
 
-def _resume_checkpoint(out_dir: str | Path, resume: bool, kind: str) -> Checkpoint | None:
+def _resume_checkpoint(
+    out_dir: str | Path, resume: bool, kind: str, envs: list[GraphEnv], config: TrainConfig
+) -> Checkpoint | None:
+    """``out_dir``'s checkpoint when resuming, after checking it is this run's
+    (:func:`hlo_go.rl.checkpoint.check_resume`: ResumeMismatchError otherwise)."""
     if not resume or not checkpoint_path(out_dir).exists():
         return None
     ckpt = load_checkpoint(out_dir)
-    if ckpt.meta.get("kind") != kind:
-        raise ValueError(
-            f"{out_dir} holds a {ckpt.meta.get('kind')!r} checkpoint; cannot resume it as {kind!r}"
-        )
+    graphs = {env.name: env.graph for env in envs}
+    check_resume(
+        ckpt, kind=kind, cluster=envs[0].cluster, graphs=graphs, config=config, where=out_dir
+    )
     return ckpt
 
 
@@ -430,7 +454,8 @@ def train_one(
       out_dir: run directory (checkpoint, ``metrics.csv``, ``tb/``).
       config: settings (default :class:`TrainConfig`).
       fixed: decisions for the tasks not learned (default one device, FIFO, no fusion).
-      resume: continue from ``out_dir``'s checkpoint when there is one.
+      resume: continue from ``out_dir``'s checkpoint when there is one (made for the
+        same cluster, graphs, tasks and settings: ResumeMismatchError otherwise).
       callback: called with each step's metric row.
 
     Returns:
@@ -442,7 +467,7 @@ def train_one(
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
     envs = _make_envs([graph], cluster, config, fixed)
-    ckpt = _resume_checkpoint(out_dir, resume, "train_one")
+    ckpt = _resume_checkpoint(out_dir, resume, "train_one", envs, config)
     return _train(
         envs,
         config,
@@ -474,7 +499,8 @@ def pretrain(
       steps: total steps; each step trains on one graph of the current batch.
       out_dir: run directory.
       config: settings (``switch_every``, ``graphs_per_batch``, ...).
-      resume: continue from ``out_dir``'s checkpoint when there is one.
+      resume: continue from ``out_dir``'s checkpoint when there is one (made for the
+        same cluster, graphs, tasks and settings: ResumeMismatchError otherwise).
       callback: called with each step's metric row.
 
     Returns:
@@ -486,7 +512,7 @@ def pretrain(
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
     envs = _make_envs(graphs, cluster, config, None)
-    ckpt = _resume_checkpoint(out_dir, resume, "pretrain")
+    ckpt = _resume_checkpoint(out_dir, resume, "pretrain", envs, config)
     return _train(
         envs,
         config,

@@ -5,7 +5,7 @@ Public names::
     simulate(graph, cluster, decisions) -> SimResult      simulate_batch(graph, cluster, [d, ...])
     SimResult, Timeline                                    plot_timeline(result, path)
     Cluster, Device, Link, OP_CLASSES                      get_cluster(name), names(), host_cpu(n)
-    load_cluster(path), ClusterFileError
+    load_cluster(path), ClusterFileError    MAX_DEVICES (the most devices a cluster may have)
     calibrate(profiles, base) -> Calibration              ProfiledGraph
 
 The cost model's parts, batch preparation, cluster (de)serialization and the other
@@ -25,7 +25,7 @@ from hlo_go.sim.calibrate import Calibration, ProfiledGraph, calibrate
 from hlo_go.sim.calibrate import FusedCase as FusedCase
 from hlo_go.sim.calibrate import calibrate_fused_matrix as calibrate_fused_matrix
 from hlo_go.sim.calibrate import calibrate_subsets as calibrate_subsets
-from hlo_go.sim.cluster import OP_CLASSES, Cluster, Device, Link
+from hlo_go.sim.cluster import MAX_DEVICES, OP_CLASSES, Cluster, Device, Link
 from hlo_go.sim.cluster import LinkArrays as LinkArrays
 from hlo_go.sim.cost_model import HOLDER as HOLDER
 from hlo_go.sim.cost_model import HOLDER_OPCODES as HOLDER_OPCODES
@@ -47,6 +47,7 @@ from hlo_go.sim.simulate import prepare as prepare
 from hlo_go.sim.simulate import simulate, simulate_batch
 
 __all__ = [
+    "MAX_DEVICES",
     "OP_CLASSES",
     "Calibration",
     "Cluster",

@@ -21,15 +21,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from rich.console import Console
 from rich.table import Table
 
 from hlo_go.decisions import Decisions
 from hlo_go.graph import OpGraph
 from hlo_go.hlo import HloModule
-
-_FIELDS = {"placement": np.int32, "schedule_priority": np.float32, "fusion_priority": np.float32}
 
 
 def add_simulate_command(subparsers: Any) -> argparse.ArgumentParser:
@@ -60,43 +57,11 @@ def add_simulate_command(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def load_decisions(path: str | Path, graph: OpGraph) -> Decisions:
-    """Reads decisions for a graph from a ``.npz`` or ``.json`` file.
+    """Reads decisions for a graph from a ``.npz`` or ``.json`` file
+    (:func:`hlo_go.decisions.load_decisions`: checked before any cast)."""
+    from hlo_go.decisions import load_decisions as load
 
-    Args:
-      path: the file; arrays or lists of N values, or single numbers, under the names of
-        the :class:`~hlo_go.decisions.Decisions` fields.
-      graph: the graph they are for.
-
-    Returns:
-      The decisions (not yet validated against a cluster).
-
-    Raises:
-      ValueError: an unknown field or a wrong length.
-    """
-    path = Path(path)
-    if path.suffix == ".npz":
-        with np.load(path) as data:
-            raw: dict[str, Any] = {k: data[k] for k in data.files}
-    else:
-        raw = json.loads(path.read_text())
-    unknown = sorted(set(raw) - set(_FIELDS))
-    if unknown:
-        raise ValueError(f"{path}: unknown fields {unknown}; known: {sorted(_FIELDS)}")
-    default = Decisions.default(graph)
-    values = {}
-    for field, dtype in _FIELDS.items():
-        if field not in raw:
-            values[field] = getattr(default, field)
-            continue
-        array = np.asarray(raw[field], dtype=dtype)
-        if array.ndim == 0:
-            array = np.full(graph.num_nodes, array, dtype=dtype)
-        if array.shape != (graph.num_nodes,):
-            raise ValueError(
-                f"{path}: {field} has shape {array.shape}; the graph has {graph.num_nodes} nodes"
-            )
-        values[field] = array
-    return Decisions(**values)
+    return load(path, graph)
 
 
 def load_module(source: str, stage: str) -> tuple[HloModule, str]:
@@ -136,7 +101,7 @@ def load_cluster_arg(spec: str) -> Any:
 
 
 def cmd_simulate(args: argparse.Namespace, console: Console) -> int:
-    """Runs ``hlo-go simulate``; returns the exit code (0, or 2 for bad input)."""
+    """Runs ``hlo-go simulate``; returns the exit code (0, or 1 for bad input)."""
     from hlo_go.sim.plot import plot_timeline
     from hlo_go.sim.simulate import simulate
 
@@ -150,8 +115,9 @@ def cmd_simulate(args: argparse.Namespace, console: Console) -> int:
         result = simulate(graph, cluster, decisions)
         seconds = time.perf_counter() - start
     except (KeyError, ValueError) as error:
-        console.print(f"[red]error:[/red] {error}", markup=True, highlight=False)
-        return 2
+        console.print("[red]error:[/red] ", end="")
+        console.print(str(error).strip("'\""), markup=False, highlight=False)
+        return 1
     plot = str(plot_timeline(result, args.plot)) if args.plot else None
     summary = result.summary()
     if args.json:

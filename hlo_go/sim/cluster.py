@@ -34,6 +34,11 @@ OP_CLASSES: tuple[str, ...] = (
 )
 
 
+MAX_DEVICES = 256
+"""The most devices a cluster may have (the simulator keeps ``[D, D]`` link tables and
+``D²`` links; the GO policy's placement head is built for a few devices)."""
+
+
 def _frozen(mapping: Mapping[str, float] | None, what: str, keys: tuple[str, ...]) -> FrozenDict:
     items = dict(mapping or {})
     unknown = sorted(set(items) - set(keys))
@@ -168,7 +173,8 @@ class Link:
 class Cluster:
     """Devices and the links between them.
 
-    Every ordered pair of distinct devices has exactly one :class:`Link`.
+    Every ordered pair of distinct devices has exactly one :class:`Link`; at most
+    :data:`MAX_DEVICES` devices.
 
     Attributes:
       name: the preset or file name.
@@ -188,6 +194,10 @@ class Cluster:
         d = len(self.devices)
         if d == 0:
             raise ValueError(f"cluster {self.name!r} has no devices")
+        if d > MAX_DEVICES:
+            raise ValueError(
+                f"cluster {self.name!r} has {d} devices; at most {MAX_DEVICES} are supported"
+            )
         seen: set[tuple[int, int]] = set()
         for link in self.links:
             pair = (link.src, link.dst)

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from hlo_go.errors import HloGoError
-from hlo_go.sim.cluster import Cluster, Device, Link
+from hlo_go.sim.cluster import MAX_DEVICES, Cluster, Device, Link
 
 _DEVICE_KEYS = {
     "name",
@@ -89,7 +89,8 @@ def cluster_from_dict(data: Mapping[str, Any], *, default_name: str = "custom") 
       The :class:`~hlo_go.sim.Cluster`.
 
     Raises:
-      ValueError: naming the entry that is wrong.
+      ValueError: naming the entry that is wrong (more than :data:`MAX_DEVICES` devices
+        included).
     """
     data = _check_keys(
         data, {"name", "description", "devices", "links", "default_link"}, "the cluster"
@@ -98,12 +99,19 @@ def cluster_from_dict(data: Mapping[str, Any], *, default_name: str = "custom") 
     raw_devices = data.get("devices")
     if not isinstance(raw_devices, list) or not raw_devices:
         raise ValueError("'devices' must be a non-empty list of device tables")
+    total = 0
     for k, entry in enumerate(raw_devices):
         where = f"devices[{k}]"
         entry = dict(_check_keys(entry, _DEVICE_KEYS, where))
         count = entry.pop("count", 1)
-        if not isinstance(count, int) or count < 1:
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
             raise ValueError(f"{where}: count must be a positive integer, got {count!r}")
+        total += count
+        if total > MAX_DEVICES:  # before building any list of devices or links
+            raise ValueError(
+                f"{where}: count = {count} makes {total} devices; a cluster may have at most "
+                f"{MAX_DEVICES}"
+            )
         missing = {"peak_flops", "memory_bandwidth", "memory_capacity", "launch_overhead"} - set(
             entry
         )

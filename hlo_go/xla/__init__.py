@@ -161,6 +161,7 @@ _MOVED: dict[str, str] = {
     "wrap_alone": "fusion",
     "wrap_named": "fusion",
     "xla_accepts": "bridge",
+    "xla_verifies": "bridge",
     "xla_cost_analysis": "bridge",
     "xla_module_to_text": "bridge",
     "xla_parse": "bridge",

@@ -121,6 +121,79 @@ def xla_accepts(text: str, *, timeout_s: float = 60.0) -> tuple[bool, str]:
     return False, f"XLA's parser crashed (exit code {proc.returncode}): {proc.stderr[-500:]}"
 
 
+_VERIFIES_SCRIPT = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from hlo_go.xla._jaxlib import compile_hlo_text, xla_parse
+text = sys.stdin.read()
+try:
+    xla_parse(text)
+except ValueError as e:
+    sys.stdout.write("REJECT XLA's parser: " + str(e))
+    sys.exit(0)
+try:
+    compile_hlo_text(text)
+except Exception as e:
+    message = str(e)
+    # Verification failures: XLA's shape checks (INVALID_ARGUMENT) and the StableHLO
+    # verifier's located errors. Anything else (e.g. "Unsupported type: TUPLE" from the
+    # HLO -> StableHLO importer) means this path cannot check the module, not that it is
+    # invalid.
+    refused = message.startswith(("INVALID_ARGUMENT", "FAILED_PRECONDITION")) or (
+        ": error: " in message
+    )
+    stage = "REJECT XLA's verifier" if refused else "UNCHECKED compiling for CPU"
+    sys.stdout.write(stage + ": " + message)
+    sys.exit(0)
+sys.stdout.write("ACCEPT")
+"""
+
+
+def xla_verifies(text: str, *, timeout_s: float = 600.0) -> tuple[bool | None, str]:
+    """Runs XLA's parser and then its verifier on ``text``, in a child process.
+
+    The verifier runs while the module is converted to StableHLO and compiled for this
+    host's CPU (:func:`compile_hlo_text`): shape checks on the way in, the StableHLO
+    verifier, then XLA's HloVerifier pass. Some valid modules cannot take that path (the
+    importer refuses tuple-typed values, other backends' custom calls): those are
+    reported as not checked (None), not as rejected. XLA can crash on invalid modules
+    (e.g. a tuple index out of range), hence the child.
+
+    Args:
+      text: HLO module text.
+      timeout_s: the most seconds the child may take.
+
+    Returns:
+      ``(verdict, message)``: True (parsed and verified), False (rejected or crashed;
+      ``message`` says by which stage, with XLA's error text) or None (parsed, but the
+      verifier could not run here; ``message`` says why).
+    """
+    import os
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", _VERIFIES_SCRIPT, root],
+            input=text,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+            env=env,
+        )
+    except subprocess.TimeoutExpired:
+        return None, f"XLA did not finish verifying within {timeout_s:g} s"
+    if proc.stdout.startswith("ACCEPT"):
+        return True, ""
+    if proc.stdout.startswith("REJECT"):
+        return False, proc.stdout[len("REJECT ") :]
+    if proc.stdout.startswith("UNCHECKED"):
+        return None, "not verified: " + proc.stdout[len("UNCHECKED ") :]
+    return False, f"XLA crashed (exit code {proc.returncode}): {proc.stderr[-500:]}"
+
+
 def compile_hlo_text(
     text: str, *, device: Any = None, compiler_options: dict[str, Any] | None = None
 ) -> Any:

@@ -11,6 +11,7 @@ from hlo_go.xla._jaxlib import (
     xla_cost_analysis,
     xla_module_to_text,
     xla_parse,
+    xla_verifies,
 )
 
 __all__ = [
@@ -20,4 +21,5 @@ __all__ = [
     "xla_cost_analysis",
     "xla_module_to_text",
     "xla_parse",
+    "xla_verifies",
 ]
