@@ -188,7 +188,7 @@ def train_config(args: argparse.Namespace) -> Any:
     small settings, then ``--config`` and the flags."""
     from hlo_go.gonet import PolicyConfig
     from hlo_go.rl import PPOConfig, TrainConfig
-    from hlo_go.rl.cli import build_config
+    from hlo_go.cli.train import build_config
 
     base = TrainConfig(eval_every=5, checkpoint_every=0, prior_bias=PRIOR_BIAS)
     if args.quick:
@@ -217,7 +217,7 @@ def _role() -> tuple[int, int]:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Trains (this process's part); returns the result dict (the same on every process)."""
     from hlo_go.rl import data_parallel_pretrain
-    from hlo_go.rl.cli import load_graph
+    from hlo_go.sources import load_graph
     from hlo_go.rl.distributed import params_checksum
 
     began = time.perf_counter()

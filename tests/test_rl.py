@@ -431,24 +431,11 @@ def test_bad_inputs(graph, tmp_path):
 
 
 def test_cli_train_finetune_infer(tmp_path, capsys):
-    import argparse
     import dataclasses
     import json
 
-    from rich.console import Console
-
+    from hlo_go.cli import main
     from hlo_go.examples import example_path
-    from hlo_go.rl.cli import add_train_commands
-
-    def main(argv):
-        parser = argparse.ArgumentParser(prog="hlo-go")
-        add_train_commands(parser.add_subparsers(dest="command", required=True))
-        args = parser.parse_args(argv)
-        try:
-            return args.func(args, Console(width=160))
-        except FileNotFoundError as error:  # as hlo_go.cli.main reports it
-            print(f"error: {error}")
-            return 2
 
     config = dataclasses.asdict(_tiny_config())
     (tmp_path / "config.json").write_text(json.dumps(config))

@@ -34,7 +34,7 @@ heuristics use), :mod:`~hlo_go.baselines.scopes` (layers from op_name metadata),
 policy gradient on the simulator),
 :mod:`~hlo_go.baselines.curve` (convergence curves), :mod:`~hlo_go.baselines.registry`
 (names), :mod:`~hlo_go.baselines.report` (running many and tabulating),
-:mod:`~hlo_go.baselines.cli` (the ``hlo-go baseline`` command).
+:mod:`~hlo_go.cli.baseline` (the ``hlo-go baseline`` command).
 """
 
 from hlo_go.baselines.costs import TaskCosts, task_costs

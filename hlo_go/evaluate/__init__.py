@@ -12,7 +12,7 @@ Public names::
 
 Module by concept: :mod:`~hlo_go.evaluate.run` (running the methods on each input,
 failures kept as rows), :mod:`~hlo_go.evaluate.report` (tables, CSV/JSON, figures),
-:mod:`~hlo_go.evaluate.cli` (``hlo-go eval``).
+:mod:`~hlo_go.cli.evaluate` (``hlo-go eval``).
 """
 
 from hlo_go.evaluate.report import (

@@ -20,7 +20,7 @@ Module by concept: :mod:`~hlo_go.sharding.mesh`, :mod:`~hlo_go.sharding.spec`,
 :mod:`~hlo_go.sharding.lower`, :mod:`~hlo_go.sharding.greedy`,
 :mod:`~hlo_go.sharding.ilp`, :mod:`~hlo_go.sharding.refine` (window refinement),
 :mod:`~hlo_go.sharding.methods`,
-:mod:`~hlo_go.sharding.cli` (``hlo-go shard``); the learned policy:
+:mod:`~hlo_go.cli.shard` (``hlo-go shard``); the learned policy:
 :mod:`~hlo_go.sharding.policy` (network, PPO, shipped pre-trained policy),
 :mod:`~hlo_go.sharding.imitation` (learning the ILP's choices),
 :mod:`~hlo_go.sharding.pretrain` (``python -m hlo_go.sharding.pretrain``).
@@ -29,7 +29,12 @@ Module by concept: :mod:`~hlo_go.sharding.mesh`, :mod:`~hlo_go.sharding.spec`,
 from hlo_go.sharding.build import ShardingGraph, build_sharding, inline_calls
 from hlo_go.sharding.greedy import fit_memory, solve_greedy
 from hlo_go.sharding.ilp import IlpResult, gap_to_bound, solve_ilp
-from hlo_go.sharding.lower import ShardingMeasurement, annotate, measure_sharding
+from hlo_go.sharding.lower import (
+    ShardingMeasurement,
+    annotate,
+    measure_sharding,
+    measure_shardings,
+)
 from hlo_go.sharding.mesh import COLLECTIVES, AxisLinks, Mesh
 from hlo_go.sharding.methods import get, ilp_with_result, infer_batch_size, names
 from hlo_go.sharding.problem import ShardingProblem, total_cost, validate_choice
@@ -67,6 +72,7 @@ __all__ = [
     "infer_batch_size",
     "inline_calls",
     "measure_sharding",
+    "measure_shardings",
     "names",
     "peak_memory",
     "reshard_collectives",

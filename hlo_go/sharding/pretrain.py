@@ -103,7 +103,7 @@ def training_graphs(
 ) -> list[tuple[str, ShardingGraph]]:
     """``("SOURCE@CLUSTER", sharding graph)`` for every source and ``(cluster, mesh)``."""
     from hlo_go.sim import get_cluster
-    from hlo_go.sim.cli import load_module
+    from hlo_go.sources import load_module
 
     out = []
     for source in sources:
