@@ -23,6 +23,7 @@ import argparse
 import contextlib
 import json
 import math
+import re
 import time
 import warnings
 from pathlib import Path
@@ -98,13 +99,45 @@ def _want_devices(count: int) -> None:
         jax.config.update("jax_num_cpu_devices", max(count, 1))
 
 
+_LOG_PREFIX = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ [^\]]*\] ")
+
+
+def distinct_messages(text: str) -> list[str]:
+    """The lines of captured standard error, each message once (XLA's log prefix of
+    level, time, thread and source line dropped, so repeats of one warning compare
+    equal), in first-seen order."""
+    seen: dict[str, None] = {}
+    for line in text.splitlines():
+        message = _LOG_PREFIX.sub("", line).strip()
+        if message:
+            seen.setdefault(message, None)
+    return list(seen)
+
+
 @contextlib.contextmanager
-def _deprecations_once() -> Any:
-    """Python warnings raised while measuring (XLA's GSPMD deprecation among them) shown
-    once each, however many methods compile."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("once")
-        yield
+def _stderr_once() -> Any:
+    """Captures standard error (file descriptor 2: XLA's C++ log, Python warnings) while
+    every method compiles, then prints each distinct message once: XLA warns that GSPMD
+    is deprecated on every SPMD compile."""
+    import os
+    import sys
+    import tempfile
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile(mode="w+b") as capture:
+        os.dup2(capture.fileno(), 2)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("once")
+                yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            capture.seek(0)
+            for message in distinct_messages(capture.read().decode(errors="replace")):
+                print(message, file=sys.stderr)
 
 
 def _cluster(args: argparse.Namespace, mesh: Any) -> Any:
@@ -208,7 +241,7 @@ def _shard_one(source: str, mesh: Any, cluster: Any, args: argparse.Namespace) -
         rows.append(row)
     unsharded_ms = None
     if args.measure:
-        with _deprecations_once():
+        with _stderr_once():
             measured = measure_shardings(sg, choices)
         for row in rows:
             m = measured[row["method"]]

@@ -25,7 +25,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from rich.console import Group
 from rich.table import Table
+from rich.text import Text
 
 from hlo_go.evaluate.run import REFERENCE, EvalRow, MethodResult
 
@@ -242,8 +244,9 @@ def _transposed(
     cell: Callable[[MethodResult], str],
     nodes: Callable[[EvalRow], int | None],
     width: int,
-) -> list[Table]:
-    """Methods down, the successful inputs across, paged to ``width`` columns."""
+) -> list[Group]:
+    """Methods down, the successful inputs across, paged to ``width`` columns: each page
+    its title, the table and the caption (lines not wrapped to the table's width)."""
     done = [row for row in rows if row.status == "ok"]
     methods = _methods(done)
     legend = _legend(methods)
@@ -251,12 +254,7 @@ def _transposed(
     tables = []
     for number, page in enumerate(pages, 1):
         heading = title + (f" ({number}/{len(pages)})" if len(pages) > 1 else "")
-        table = Table(
-            title=heading or None,
-            caption="\n".join(filter(None, (caption, legend))) or None,
-            title_justify="left",
-            caption_justify="left",
-        )
+        table = Table()
         table.add_column("method", overflow="fold", max_width=METHOD_WIDTH)
         for index in page:
             row = done[index]
@@ -266,7 +264,12 @@ def _transposed(
         for method in methods:
             cells = [cell(m) if (m := done[index].method(method)) else "" for index in page]
             table.add_row(_escape(short_name(method, sep="+")), *cells)
-        tables.append(table)
+        footer = "\n".join(filter(None, (caption, legend)))
+        parts = [Text.from_markup(f"[italic]{_escape(heading)}[/italic]")] if heading else []
+        parts.append(table)
+        if footer and number == len(pages):
+            parts.append(Text.from_markup(footer, style="dim"))
+        tables.append(Group(*parts))
     return tables
 
 
@@ -283,7 +286,7 @@ def eval_tables(
       width: the terminal's width; inputs that do not fit go to the next page.
 
     Returns:
-      ``rich.table.Table`` pages: each cell the step time in ms and the speedup over
+      Pages (``rich.console.Group``: title, table, caption on the last): each cell the step time in ms and the speedup over
       :data:`~hlo_go.evaluate.REFERENCE` (the policy's also over the best baseline), the
       best per input marked ``*``; the GO policy is a row, so it is always shown.
     """
@@ -297,7 +300,7 @@ def eval_tables(
     )
 
 
-def measured_tables(rows: Sequence[EvalRow], *, title: str = "", width: int = 100) -> list[Table]:
+def measured_tables(rows: Sequence[EvalRow], *, title: str = "", width: int = 100) -> list[Group]:
     """Measured speedups over XLA's default compile (``measure=True`` rows): a row per
     method, a column per input, in pages that fit ``width`` (as :func:`eval_tables`)."""
     return _transposed(
@@ -480,8 +483,7 @@ def write_outputs(
     csv_path.write_text(rows_csv(rows))
     json_path = out_dir / "eval.json"
     json_path.write_text(rows_json(rows, meta=meta) + "\n")
-    cluster = rows[0].cluster if rows else ""
-    chart = plot_speedups(rows, out_dir / "eval.png", title=f"hlo-go eval on {cluster}")
+    chart = plot_speedups(rows, out_dir / "eval.png", title="hlo-go eval")
     return {
         "csv": csv_path,
         "json": json_path,
