@@ -179,7 +179,7 @@ def test_endless_loop_times_out_instead_of_hanging():
         cwd=Path(__file__).parent.parent,
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "timed out after 20 s" in proc.stdout
+    assert "timed out after 20 s" in " ".join(proc.stdout.split())
     assert "Traceback" not in proc.stdout + proc.stderr
 
 
@@ -242,7 +242,7 @@ def test_eval_formats(capsys):
 
 
 def test_piped_output_is_not_cropped(monkeypatch):
-    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.setenv("COLUMNS", "80")
     assert make_console().width >= 1000  # stdout is captured: not a terminal
 
 
@@ -333,7 +333,7 @@ def test_timeline_explains_colours_and_skips_idle_devices(tmp_path, monkeypatch)
 
     graph = build_graph(load_hlo(example_path()))
     d = Decisions.default(graph)
-    placement = np.where(np.arange(graph.num_nodes) % 2 == 0, 0, 2).astype(np.int32)
+    placement = np.where(graph.colocation_group % 2 == 0, 0, 2).astype(np.int32)
     decisions = Decisions(
         placement=placement,
         schedule_priority=d.schedule_priority,

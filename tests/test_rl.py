@@ -472,7 +472,7 @@ def test_cli_train_finetune_infer(tmp_path, capsys):
     assert config.prior_follows_best and config.ppo.ratio == "decision"
     no_prior = [*args[:5], str(tmp_path / "np"), *args[6:], "--follow-best"]
     assert main([*no_prior, *common]) == 2
-    assert "prior_follows_best needs a prior_method" in capsys.readouterr().out
+    assert "prior_follows_best needs a prior_method" in capsys.readouterr().err
     # bad input: a clear error and exit code 2
     assert (
         main(["train", "no_such_graph", "--steps", "1", "--out", str(tmp_path / "x"), *common]) == 2

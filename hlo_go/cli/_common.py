@@ -103,9 +103,9 @@ def configure_logging(*, verbose: int = 0, quiet: bool = False) -> None:
 
 
 def make_console() -> Console:
-    """The console commands print to: the terminal's width, or (piped) ``$COLUMNS`` when
-    set, else wide enough that no line is cropped."""
-    if sys.stdout.isatty() or os.environ.get("COLUMNS"):
+    """The console commands print to: the terminal's width, or (piped) wide enough that
+    no line is wrapped or cropped (tables page themselves to 100 columns)."""
+    if sys.stdout.isatty():
         return Console()
     return Console(width=100_000)
 
