@@ -473,11 +473,12 @@ def test_cli_train_finetune_infer(tmp_path, capsys):
     no_prior = [*args[:5], str(tmp_path / "np"), *args[6:], "--follow-best"]
     assert main([*no_prior, *common]) == 2
     assert "prior_follows_best needs a prior_method" in capsys.readouterr().err
-    # bad input: a clear error and exit code 2
+    # an input that cannot be read: a clear error and exit code 1 (nothing trained)
     assert (
-        main(["train", "no_such_graph", "--steps", "1", "--out", str(tmp_path / "x"), *common]) == 2
+        main(["train", "no_such_graph", "--steps", "1", "--out", str(tmp_path / "x"), *common]) == 1
     )
     assert "neither a file nor a corpus graph" in capsys.readouterr().out
+    # a bad flag: exit code 2, found when parsing
     bad = ["train", hlo, "--steps", "1", "--out", str(tmp_path / "y"), "--tasks", "placement,oops"]
     assert main([*bad, *common]) == 2
-    assert "tasks must be" in capsys.readouterr().out
+    assert "tasks must be" in capsys.readouterr().err

@@ -68,7 +68,7 @@ def build_config(args: argparse.Namespace, base: Any = None) -> Any:
         except (OSError, ValueError) as error:
             raise UsageError(f"--config {args.config}: {error}") from None
     if getattr(args, "tasks", None):
-        data["tasks"] = [t.strip() for t in args.tasks.split(",") if t.strip()]
+        data["tasks"] = list(args.tasks)
     for flag, field in (
         ("samples", "samples"),
         ("seed", "seed"),
@@ -93,6 +93,18 @@ def build_config(args: argparse.Namespace, base: Any = None) -> Any:
     return dataclasses.replace(config)
 
 
+def _tasks(text: str) -> list[str]:
+    """argparse type of ``--tasks``: a subset of :data:`hlo_go.gonet.TASKS`."""
+    from hlo_go.gonet import TASKS
+
+    tasks = [t.strip() for t in text.split(",") if t.strip()]
+    if not tasks or not set(tasks) <= set(TASKS) or len(set(tasks)) < len(tasks):
+        raise argparse.ArgumentTypeError(
+            f"tasks must be a non-empty subset of {', '.join(TASKS)} without repeats, got {text!r}"
+        )
+    return tasks
+
+
 def _add_common(p: argparse.ArgumentParser) -> None:
     add_cluster(p, what="the cluster to optimize for")
     p.add_argument("--stage", default="prefusion", help="corpus stage for corpus names")
@@ -112,7 +124,11 @@ def _add_training(p: argparse.ArgumentParser) -> None:
         required=True,
         help="run directory (checkpoint, metrics, tb/)",
     )
-    p.add_argument("--tasks", help="comma-separated subset of placement,scheduling,fusion")
+    p.add_argument(
+        "--tasks",
+        type=_tasks,
+        help="comma-separated subset of placement,scheduling,fusion (default: all)",
+    )
     p.add_argument(
         "--samples", type=bounded(int, low=1), help="K, samples per graph per step (default 16)"
     )
