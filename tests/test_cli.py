@@ -183,6 +183,23 @@ def test_endless_loop_times_out_instead_of_hanging():
     assert "Traceback" not in proc.stdout + proc.stderr
 
 
+def _spin_past_a_deadline() -> None:
+    from hlo_go.xla.timing import arm_deadline
+
+    arm_deadline(1)
+    while True:
+        pass
+
+
+def test_default_limit_is_cpu_time_and_ends_the_child():
+    """The default limit (no --timeout): the child arms a CPU-time deadline, which ends it
+    even in a loop that never returns (as XLA's native code would not)."""
+    from hlo_go.xla.timing import MeasureTimeoutError, default_cpu, in_pinned_process
+
+    with pytest.raises(MeasureTimeoutError, match="CPU-time limit"):
+        in_pinned_process(_spin_past_a_deadline, cpu=default_cpu())
+
+
 # -- defect 12: the eval table -----------------------------------------------------------
 
 
