@@ -127,8 +127,8 @@ def _time_to_reach(curve_t: list[float], curve_v: list[float], target: float) ->
 
 def _iteration_timing(name: str, repeats: int) -> dict[str, Any]:
     from hlo_go.rl import GraphEnv, PPOBatch, TrainConfig, agent_for
-    from hlo_go.rl.cli import load_graph
     from hlo_go.sim import get_cluster
+    from hlo_go.sources import load_graph
 
     _, graph = load_graph(name)
     config = TrainConfig(samples=16, progress=False)
@@ -275,9 +275,9 @@ def run(*, quick: bool = False) -> dict[str, Any]:
     """Runs every part; returns the results dict (see the module docstring)."""
     from hlo_go.baselines import run_search
     from hlo_go.rl import TrainConfig, finetune, infer, pretrain, train_one
-    from hlo_go.rl.cli import load_graph
     from hlo_go.rl.compare import best, run_baselines
     from hlo_go.sim import get_cluster
+    from hlo_go.sources import load_graph
 
     cfg = dict(
         GRAPHS=GRAPHS, GO_ONE_STEPS=GO_ONE_STEPS, HELD_OUT=HELD_OUT,

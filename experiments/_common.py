@@ -45,7 +45,7 @@ def log(name: str, message: str) -> None:
 def load_graphs(names: Sequence[str]) -> dict[str, Any]:
     """Corpus graphs by name (an HLO file path works too): name -> OpGraph."""
     from hlo_go.hlo.parser import HloParseError
-    from hlo_go.rl.cli import load_graph
+    from hlo_go.sources import load_graph
 
     try:
         return {name: load_graph(name)[1] for name in dict.fromkeys(names)}

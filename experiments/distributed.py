@@ -186,9 +186,9 @@ def train_config(args: argparse.Namespace) -> Any:
     """The :class:`~hlo_go.rl.TrainConfig` of the arguments: the experiments' defaults
     (``prior_bias`` 3, evaluation every 5 steps, checkpoint at the end), ``--quick``'s
     small settings, then ``--config`` and the flags."""
+    from hlo_go.cli.train import build_config
     from hlo_go.gonet import PolicyConfig
     from hlo_go.rl import PPOConfig, TrainConfig
-    from hlo_go.rl.cli import build_config
 
     base = TrainConfig(eval_every=5, checkpoint_every=0, prior_bias=PRIOR_BIAS)
     if args.quick:
@@ -217,8 +217,8 @@ def _role() -> tuple[int, int]:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Trains (this process's part); returns the result dict (the same on every process)."""
     from hlo_go.rl import data_parallel_pretrain
-    from hlo_go.rl.cli import load_graph
     from hlo_go.rl.distributed import params_checksum
+    from hlo_go.sources import load_graph
 
     began = time.perf_counter()
     config = train_config(args)

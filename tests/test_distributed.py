@@ -21,9 +21,9 @@ import pytest
 
 from hlo_go.gonet import PolicyConfig
 from hlo_go.rl import PPOConfig, TrainConfig, data_parallel_pretrain, pretrain
-from hlo_go.rl.cli import load_graph
 from hlo_go.rl.distributed import gloo_available, params_checksum, resolve_workers
 from hlo_go.sim import get_cluster
+from hlo_go.sources import load_graph
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "experiments" / "distributed.py"

@@ -81,8 +81,10 @@ def checkpoint(inputs, tmp_path_factory):
 
 
 def _run(capsys, *argv: str) -> tuple[int, str]:
+    """``hlo-go eval --quiet ARGV``: the exit code and standard output and error."""
     code = main(["eval", "--quiet", *argv])
-    return code, capsys.readouterr().out
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
 
 
 def test_every_input_gets_a_row_and_errors_have_reasons(inputs, checkpoint, tmp_path, capsys):
@@ -90,7 +92,7 @@ def test_every_input_gets_a_row_and_errors_have_reasons(inputs, checkpoint, tmp_
     sources = [inputs[k] for k in ("small", "syntax", "empty", "binary", "missing", "folder")]
     sources += [inputs["example"], inputs["corpus"]]
     code, text = _run(capsys, *sources, "--policy", str(checkpoint), "--out", str(out))
-    assert code == 1, text  # some inputs failed (the others are still reported)
+    assert code == 1, text  # some inputs failed; the others are still reported
     data = json.loads((out / "eval.json").read_text())
     rows = {row["name"]: row for row in data["rows"]}
     expected = {
@@ -183,7 +185,7 @@ def test_measure(inputs, checkpoint, tmp_path, capsys):
     argv = [inputs["small"], inputs["example"], "--policy", str(checkpoint), "--measure"]
     argv += ["--baselines", "xla-cpu-like,critical-path+xla-cpu-like", "--repeats", "2"]
     code, text = _run(capsys, *argv, "--out", str(out), "--no-timelines")
-    assert code == 0, text
+    assert code == 1, text  # the crashed input's measurement failed
     row, crashed = json.loads((out / "eval.json").read_text())["rows"]
     assert row["status"] == "ok" and row["measured_nodes"] > 0
     assert [m["method"] for m in row["methods"]] == [

@@ -264,3 +264,4 @@ def test_cli_smoke(tmp_path, small: str, capsys) -> None:
     assert result["outputs_match"] == {"default": True, "random": True}
     assert Episode.load(out).initial_op_count == result["prepared_op_count"]
     assert main(["passes", str(path), "--actions", "cse,bogus"]) == 2
+    assert "bogus" in capsys.readouterr().err

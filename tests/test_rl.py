@@ -479,24 +479,11 @@ def test_deprecated_crc_aliases_warn_and_work():
 
 
 def test_cli_train_finetune_infer(tmp_path, capsys):
-    import argparse
     import dataclasses
     import json
 
-    from rich.console import Console
-
+    from hlo_go.cli import main
     from hlo_go.examples import example_path
-    from hlo_go.rl.cli import add_train_commands
-
-    def main(argv):
-        parser = argparse.ArgumentParser(prog="hlo-go")
-        add_train_commands(parser.add_subparsers(dest="command", required=True))
-        args = parser.parse_args(argv)
-        try:
-            return args.func(args, Console(width=160))
-        except FileNotFoundError as error:  # as hlo_go.cli.main reports it
-            print(f"error: {error}")
-            return 2
 
     config = dataclasses.asdict(_tiny_config())
     (tmp_path / "config.json").write_text(json.dumps(config))
@@ -533,12 +520,13 @@ def test_cli_train_finetune_infer(tmp_path, capsys):
     assert config.prior_follows_best and config.ppo.ratio == "decision"
     no_prior = [*args[:5], str(tmp_path / "np"), *args[6:], "--follow-best"]
     assert main([*no_prior, *common]) == 2
-    assert "prior_follows_best needs a prior_method" in capsys.readouterr().out
-    # bad input: a clear error and exit code 2
+    assert "prior_follows_best needs a prior_method" in capsys.readouterr().err
+    # an input that cannot be read: a clear error and exit code 1 (nothing trained)
     assert (
-        main(["train", "no_such_graph", "--steps", "1", "--out", str(tmp_path / "x"), *common]) == 2
+        main(["train", "no_such_graph", "--steps", "1", "--out", str(tmp_path / "x"), *common]) == 1
     )
     assert "neither a file nor a corpus graph" in capsys.readouterr().out
+    # a bad flag: exit code 2, found when parsing
     bad = ["train", hlo, "--steps", "1", "--out", str(tmp_path / "y"), "--tasks", "placement,oops"]
     assert main([*bad, *common]) == 2
-    assert "tasks must be" in capsys.readouterr().out
+    assert "tasks must be" in capsys.readouterr().err

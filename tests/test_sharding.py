@@ -329,19 +329,21 @@ def test_cli_shard_json(tmp_path, capsys):
     payload = json.loads(capsys.readouterr().out)
     rows = {r["method"]: r for r in payload["rows"]}
     assert set(rows) == {"dp", "ilp"} and all(r["correct"] for r in rows.values())
-    assert rows["ilp"]["step_ms"] <= rows["dp"]["step_ms"] + 1e-9
+    step = {name: r["simulated_step_ms"] for name, r in rows.items()}
+    assert step["ilp"] <= step["dp"] + 1e-9
     assert rows["ilp"]["ilp_status"] == "optimal" and "ilp_status" not in rows["dp"]
-    assert rows["ilp"]["ilp_lower_bound_ms"] <= rows["ilp"]["step_ms"] * (1 + 1e-9)
+    assert rows["ilp"]["ilp_lower_bound_ms"] <= step["ilp"] * (1 + 1e-9)
     assert 0 <= rows["ilp"]["ilp_gap_to_bound"] < 1e-6
     assert "sharding={" in out.read_text()
-    assert math.isfinite(rows["dp"]["measured_ms"])
+    assert math.isfinite(rows["dp"]["measured_cpu_ms"])
+    assert payload["cluster"] == "host-cpu-8"  # the default: this host, as the mesh's devices
 
 
 def test_cli_shard_bad_mesh(tmp_path, capsys):
     path = tmp_path / "mlp.hlo"
     path.write_text(_mlp_text())
-    assert cli_main(["shard", str(path), "--mesh", "4x4"]) == 2
-    assert "needs 16 devices" in capsys.readouterr().out
+    assert cli_main(["shard", str(path), "--mesh", "4x4", "--cluster", "h100x8"]) == 2
+    assert "needs 16" in capsys.readouterr().err
 
 
 def test_normwise_match_accepts_reordered_sums_only():

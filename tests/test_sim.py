@@ -3,7 +3,6 @@ clusters and their files, plotting and the command."""
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 
@@ -566,30 +565,14 @@ def test_plot_timeline(tmp_path):
 
 
 def test_simulate_command(tmp_path, capsys):
-    from rich.console import Console
-
-    from hlo_go.sim.cli import add_simulate_command
+    from hlo_go.cli import main
 
     hlo = tmp_path / "m.hlo"
     hlo.write_text(f"HloModule m\nENTRY e {{\n{TWO_DEVICES}\n}}\n")
     decisions = tmp_path / "d.json"
     decisions.write_text(json.dumps({"placement": [0, 0, 1, 0, 0], "fusion_priority": 0}))
-    parser = argparse.ArgumentParser()
-    add_simulate_command(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(
-        [
-            "simulate",
-            str(hlo),
-            "--cluster",
-            "v100x4",
-            "--decisions",
-            str(decisions),
-            "--plot",
-            str(tmp_path / "p.png"),
-            "--json",
-        ]
-    )
-    assert args.func(args, Console(width=120)) == 0
+    argv = ["simulate", str(hlo), "--cluster", "v100x4", "--decisions", str(decisions)]
+    assert main([*argv, "--plot", str(tmp_path / "p.png"), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["result"]["transfers"] == 2
     assert (tmp_path / "p.png").exists()

@@ -29,7 +29,7 @@ policy gradient on the simulator),
 :mod:`~hlo_go.baselines.curve` (convergence curves), :mod:`~hlo_go.baselines.result`
 (what a search returns), :mod:`~hlo_go.baselines.registry`
 (names), :mod:`~hlo_go.baselines.report` (running many and tabulating),
-:mod:`~hlo_go.baselines.cli` (the ``hlo-go baseline`` command).
+:mod:`~hlo_go.cli.baseline` (the ``hlo-go baseline`` command).
 """
 
 from hlo_go.baselines.costs import TaskCosts as TaskCosts

@@ -290,14 +290,15 @@ def plot_bars(
 ) -> Path:
     """A bar chart of the rows, one panel per cluster.
 
-    One graph per cluster: simulated step time per method (best bar highlighted). Several
-    graphs: geometric-mean speedup over ``reference`` per method.
+    One graph per cluster: simulated step time per method. Several graphs:
+    geometric-mean speedup over ``reference`` per method (log axis, plain tick labels).
+    Every bar carries its value; the best bar is highlighted, and a legend says so.
 
     Args:
       rows: rows.
       path: where to save the figure (png, pdf, svg ...).
       reference: the method speedups are measured against.
-      title: the figure title.
+      title: what the figure shows; it leads each panel's one title.
 
     Returns:
       The path written.
@@ -306,37 +307,63 @@ def plot_bars(
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
 
     by_cluster: dict[str, list[BaselineRow]] = {}
     for r in rows:
         by_cluster.setdefault(r.cluster, []).append(r)
-    fig, axes = plt.subplots(len(by_cluster), 1, figsize=(11, 4.2 * len(by_cluster)), squeeze=False)
+    fig, axes = plt.subplots(len(by_cluster), 1, figsize=(11, 4.6 * len(by_cluster)), squeeze=False)
     for ax, (cluster, group) in zip(axes[:, 0], by_cluster.items(), strict=True):
         graphs = {r.graph for r in group}
         if len(graphs) == 1:
             methods = [r.method for r in group]
             values = [r.step_time * 1e3 for r in group]
             best = best_by_graph(group)[(group[0].graph, cluster)]
-            colors = ["tab:green" if m == best else "tab:blue" for m in methods]
-            ax.bar(range(len(methods)), values, color=colors)
             ax.set_ylabel("simulated step time (ms)")
-            ax.set_title(f"{group[0].graph} on {cluster}")
+            panel = f"{group[0].graph} on {cluster}: simulated step time"
+            label = "best (fastest)"
         else:
             gains = speedups(group, reference=reference)
             methods = list(gains)
             values = [gains[m] for m in methods]
-            ax.bar(range(len(methods)), values, color="tab:blue")
+            best = max(methods, key=lambda m: gains[m])
             ax.axhline(1.0, color="gray", linewidth=0.8)
             ax.set_yscale("log")
+            low, high = min([*values, 1.0]), max([*values, 1.0])
+            ax.set_ylim(low / 1.25, high * 1.35)
+            ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 1.5, 2.0, 3.0, 5.0, 7.0)))
+            ax.yaxis.set_minor_locator(NullLocator())
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
+            ax.yaxis.set_minor_formatter(NullFormatter())
             ax.set_ylabel(f"geomean speedup vs {reference}")
-            ax.set_title(f"{len(graphs)} graphs on {cluster}")
+            panel = f"{len(graphs)} graphs on {cluster}: geomean speedup over {reference}"
+            label = "best (largest speedup)"
+        colors = [_BEST if m == best else _OTHER for m in methods]
+        bars = ax.bar(range(len(methods)), values, color=colors)
+        ax.bar_label(
+            bars,
+            labels=[f"{v:.3g}" + ("" if len(graphs) == 1 else "x") for v in values],
+            fontsize=7,
+            padding=2,
+        )
+        if len(graphs) == 1:
+            ax.set_ylim(0, max(values) * 1.12)
+        ax.legend(
+            handles=[Patch(color=_BEST, label=label), Patch(color=_OTHER, label="other methods")],
+            fontsize="small",
+            loc="upper right",
+        )
+        ax.set_title(f"{title}: {panel}" if title else panel)
         ax.set_xticks(range(len(methods)))
         ax.set_xticklabels([m.replace("+", "+\n") for m in methods], rotation=60, fontsize=7)
-    if title:
-        fig.suptitle(title)
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+_BEST = "tab:green"
+_OTHER = "tab:blue"

@@ -7,12 +7,13 @@ Public names::
     EvalRow, MethodResult, REFERENCE, HLO_SUFFIXES
     expand_sources, load_input, method_names, policy_label, policy_decisions, measure_input,
     one_line
-    eval_table, measured_table, problems, rows_csv, rows_json, plot_speedups, plot_timelines,
+    eval_tables, measured_tables, markdown, eval_table, measured_table, problems, rows_csv,
+    rows_json, plot_speedups, plot_timelines,
     write_outputs, as_baseline_rows, file_stems, short_name, SHORT, ROW_FIELDS, METHOD_FIELDS
 
 Module by concept: :mod:`~hlo_go.evaluate.run` (running the methods on each input,
 failures kept as rows), :mod:`~hlo_go.evaluate.report` (tables, CSV/JSON, figures),
-:mod:`~hlo_go.evaluate.cli` (``hlo-go eval``).
+:mod:`~hlo_go.cli.evaluate` (``hlo-go eval``).
 """
 
 from hlo_go.evaluate.report import (
@@ -21,8 +22,11 @@ from hlo_go.evaluate.report import (
     SHORT,
     as_baseline_rows,
     eval_table,
+    eval_tables,
     file_stems,
+    markdown,
     measured_table,
+    measured_tables,
     plot_speedups,
     plot_timelines,
     problems,
@@ -56,12 +60,15 @@ __all__ = [
     "MethodResult",
     "as_baseline_rows",
     "eval_table",
+    "eval_tables",
     "evaluate",
     "expand_sources",
     "file_stems",
     "load_input",
+    "markdown",
     "measure_input",
     "measured_table",
+    "measured_tables",
     "method_names",
     "one_line",
     "plot_speedups",

@@ -1,8 +1,12 @@
 """Reporting :func:`hlo_go.evaluate.evaluate`'s rows: rich tables, CSV, JSON and figures.
 
-* :func:`eval_table`: inputs down, methods across, simulated step time with the speedup
-  over the reference; the best method per input marked ``*``.
-* :func:`measured_table`: the same for measured speedups over XLA's default compile.
+* :func:`eval_tables`: methods down, inputs across (pages of inputs that fit the
+  terminal's width), simulated step time with the speedup over the reference; the best
+  method per input marked ``*``. :func:`eval_table` is the wide layout: inputs down,
+  methods across.
+* :func:`measured_tables` / :func:`measured_table`: the same for measured speedups over
+  XLA's default compile.
+* :func:`markdown`: either as a Markdown table.
 * :func:`problems`: a line per failed input or method, with its reason.
 * :func:`rows_csv` (one line per input and method) and :func:`rows_json`.
 * :func:`plot_speedups`: a bar chart (:func:`hlo_go.baselines.report.plot_bars`);
@@ -21,7 +25,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from rich.console import Group
 from rich.table import Table
+from rich.text import Text
 
 from hlo_go.evaluate.run import REFERENCE, EvalRow, MethodResult
 
@@ -48,9 +54,19 @@ def _methods(rows: Sequence[EvalRow]) -> list[str]:
     return list(dict.fromkeys(m.method for r in rows for m in r.methods))
 
 
-def short_name(method: str) -> str:
-    """A method's table header: its ``+`` parts abbreviated by :data:`SHORT`, one per line."""
-    return "+\n".join(SHORT.get(part, part) for part in method.split("+"))
+def short_name(method: str, *, sep: str = "+\n") -> str:
+    """A method's short name: its ``+`` parts abbreviated by :data:`SHORT`.
+
+    Unique per method: :data:`SHORT` maps distinct parts to distinct abbreviations.
+
+    Args:
+      method: the method name, e.g. ``"metis+critical-path+xla-cpu-like"``.
+      sep: what joins the parts (default: ``+`` and a line break, for a column header).
+
+    Returns:
+      e.g. ``"metis+cp+xla-like"`` with ``sep="+"``.
+    """
+    return sep.join(SHORT.get(part, part) for part in method.split("+"))
 
 
 def _legend(methods: Sequence[str]) -> str:
@@ -122,6 +138,16 @@ def problems(rows: Sequence[EvalRow], *, measured: bool = False) -> list[str]:
     return lines
 
 
+_SIMULATED_CAPTION = (
+    f"ms of simulated step time; Nx = speedup over {REFERENCE} (one device, FIFO, "
+    "no fusion); 'best' = over the best baseline; * = best per input"
+)
+_MEASURED_CAPTION = (
+    "measured on this host (XLA:CPU, decisions for host-cpu-1): XLA default time / method "
+    "time; outputs checked against XLA's default first"
+)
+
+
 def _escape(text: str) -> str:
     from rich.markup import escape
 
@@ -152,14 +178,10 @@ def eval_table(rows: Sequence[EvalRow], *, title: str = "", note: str = "") -> T
       :data:`~hlo_go.evaluate.REFERENCE` (the policy's also over the best baseline), the
       best per input marked ``*``; reasons of failures are :func:`problems`' lines.
     """
-    caption = (
-        f"ms of simulated step time; Nx = speedup over {REFERENCE} (one device, FIFO, "
-        "no fusion); 'best' = over the best baseline; * = best per input"
-    )
     return _table(
         rows,
         title=title,
-        caption="\n".join(filter(None, (caption, _escape(note)))),
+        caption="\n".join(filter(None, (_SIMULATED_CAPTION, _escape(note)))),
         cell=_simulated_cell,
     )
 
@@ -187,11 +209,140 @@ def measured_table(rows: Sequence[EvalRow], *, title: str = "") -> Table:
     return _table(
         rows,
         title=title,
-        caption="measured on this host (XLA:CPU, decisions for host-cpu-1): XLA default "
-        "time / method time; outputs checked against XLA's default first",
+        caption=_MEASURED_CAPTION,
         cell=_measured_cell,
         nodes=lambda row: row.measured_nodes,
     )
+
+
+METHOD_WIDTH = 24
+"""Width of the method column of the transposed tables (short names wrap beyond it)."""
+
+INPUT_WIDTH = 11
+"""Least width of an input column of the transposed tables."""
+
+
+def _pages(names: Sequence[str], width: int) -> list[list[int]]:
+    """Indices of the inputs on each page of a table ``width`` columns wide."""
+    pages: list[list[int]] = [[]]
+    used = METHOD_WIDTH + 4
+    for index, name in enumerate(names):
+        column = max(INPUT_WIDTH, min(len(name), 20)) + 3
+        if pages[-1] and used + column > width:
+            pages.append([])
+            used = METHOD_WIDTH + 4
+        pages[-1].append(index)
+        used += column
+    return pages
+
+
+def _transposed(
+    rows: Sequence[EvalRow],
+    *,
+    title: str,
+    caption: str,
+    cell: Callable[[MethodResult], str],
+    nodes: Callable[[EvalRow], int | None],
+    width: int,
+) -> list[Group]:
+    """Methods down, the successful inputs across, paged to ``width`` columns: each page
+    its title, the table and the caption (lines not wrapped to the table's width)."""
+    done = [row for row in rows if row.status == "ok"]
+    methods = _methods(done)
+    legend = _legend(methods)
+    pages = _pages([row.name for row in done], width) if done else []
+    tables = []
+    for number, page in enumerate(pages, 1):
+        heading = title + (f" ({number}/{len(pages)})" if len(pages) > 1 else "")
+        table = Table()
+        table.add_column("method", overflow="fold", max_width=METHOD_WIDTH)
+        for index in page:
+            row = done[index]
+            size = nodes(row)
+            header = _escape(row.name) + ("" if size is None else f"\n{size:,} nodes")
+            table.add_column(header, justify="right", overflow="fold", min_width=INPUT_WIDTH)
+        for method in methods:
+            cells = [cell(m) if (m := done[index].method(method)) else "" for index in page]
+            table.add_row(_escape(short_name(method, sep="+")), *cells)
+        footer = "\n".join(filter(None, (caption, legend)))
+        parts = [Text.from_markup(f"[italic]{_escape(heading)}[/italic]")] if heading else []
+        parts.append(table)
+        if footer and number == len(pages):
+            parts.append(Text.from_markup(footer, style="dim"))
+        tables.append(Group(*parts))
+    return tables
+
+
+def eval_tables(
+    rows: Sequence[EvalRow], *, title: str = "", note: str = "", width: int = 100
+) -> list[Table]:
+    """Simulated step times: a row per method, a column per input, in pages that fit.
+
+    Args:
+      rows: :func:`hlo_go.evaluate.evaluate`'s rows (failed inputs are left out: their
+        reasons are :func:`problems`' lines).
+      title: the table title (a page number is added when there are several pages).
+      note: a line added to the footer (e.g. why the policy did not run).
+      width: the terminal's width; inputs that do not fit go to the next page.
+
+    Returns:
+      Pages (``rich.console.Group``: title, table, caption on the last): each cell the step time in ms and the speedup over
+      :data:`~hlo_go.evaluate.REFERENCE` (the policy's also over the best baseline), the
+      best per input marked ``*``; the GO policy is a row, so it is always shown.
+    """
+    return _transposed(
+        rows,
+        title=title,
+        caption="\n".join(filter(None, (_SIMULATED_CAPTION, _escape(note)))),
+        cell=_simulated_cell,
+        nodes=lambda row: row.nodes,
+        width=width,
+    )
+
+
+def measured_tables(rows: Sequence[EvalRow], *, title: str = "", width: int = 100) -> list[Group]:
+    """Measured speedups over XLA's default compile (``measure=True`` rows): a row per
+    method, a column per input, in pages that fit ``width`` (as :func:`eval_tables`)."""
+    return _transposed(
+        rows,
+        title=title,
+        caption=_MEASURED_CAPTION,
+        cell=_measured_cell,
+        nodes=lambda row: row.measured_nodes,
+        width=width,
+    )
+
+
+def _plain(cell: str) -> str:
+    from rich.text import Text
+
+    return Text.from_markup(cell).plain.replace("\n", " ").replace("|", "\\|")
+
+
+def markdown(rows: Sequence[EvalRow], *, measured: bool = False) -> str:
+    """The transposed table (a row per method, a column per successful input) as a
+    Markdown table.
+
+    Args:
+      rows: the rows.
+      measured: measured speedups over XLA's default instead of simulated times.
+
+    Returns:
+      Markdown text: a header row, a separator and a row per method, with the caption
+      as a paragraph below.
+    """
+    done = [row for row in rows if row.status == "ok"]
+    methods = _methods(done)
+    cell = _measured_cell if measured else _simulated_cell
+    lines = [
+        "| method | " + " | ".join(_plain(_escape(row.name)) for row in done) + " |",
+        "|---|" + "---:|" * len(done),
+    ]
+    for method in methods:
+        cells = [_plain(cell(m)) if (m := row.method(method)) else "" for row in done]
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    caption = _MEASURED_CAPTION if measured else _SIMULATED_CAPTION
+    return "\n".join(lines) + f"\n\n{caption}\n"
 
 
 def rows_csv(rows: Sequence[EvalRow]) -> str:
@@ -332,8 +483,7 @@ def write_outputs(
     csv_path.write_text(rows_csv(rows))
     json_path = out_dir / "eval.json"
     json_path.write_text(rows_json(rows, meta=meta) + "\n")
-    cluster = rows[0].cluster if rows else ""
-    chart = plot_speedups(rows, out_dir / "eval.png", title=f"hlo-go eval on {cluster}")
+    chart = plot_speedups(rows, out_dir / "eval.png", title="hlo-go eval")
     return {
         "csv": csv_path,
         "json": json_path,
@@ -348,8 +498,11 @@ __all__ = [
     "SHORT",
     "as_baseline_rows",
     "eval_table",
+    "eval_tables",
     "file_stems",
+    "markdown",
     "measured_table",
+    "measured_tables",
     "plot_speedups",
     "plot_timelines",
     "problems",

@@ -190,7 +190,7 @@ def load_input(source: str, *, stage: str = "prefusion") -> OpGraph:
         HLO files.
       HloParseError: malformed text (``file:line:column``).
     """
-    from hlo_go.rl.cli import load_graph
+    from hlo_go.sources import load_graph
 
     if Path(source).is_dir():
         raise FileNotFoundError(
@@ -254,6 +254,7 @@ class _Evaluator:
     work_dir: Path
     cpu: int | None
     say: Callable[[str], None]
+    timeout: float | None = None
 
     @property
     def label(self) -> str:
@@ -363,7 +364,7 @@ class _Evaluator:
         crash ends that process, not the run)."""
         from concurrent.futures.process import BrokenProcessPool
 
-        from hlo_go.xla.timing import default_cpu, in_pinned_process
+        from hlo_go.xla.timing import MeasureTimeoutError, default_cpu, in_pinned_process
 
         self.say(f"{name}: measuring in XLA:CPU (pinned child process)")
         policy = self.checkpoint if any(m.kind == "policy" for m in results) else None
@@ -383,7 +384,12 @@ class _Evaluator:
                     repeats=self.repeats,
                     seed=self.seed,
                     stderr=log,
+                    timeout=self.timeout,
+                    limit_self=self.timeout is None,
                 )
+            except MeasureTimeoutError as error:
+                reason = f"not measured: {error}"
+                return [m._replace(measure_reason=reason) for m in results], None
             except BrokenProcessPool:
                 reason = f"not measured: the measuring process died: {_crash_reason(log)}"
                 return [m._replace(measure_reason=reason) for m in results], None
@@ -414,6 +420,7 @@ def measure_input(
     seed: int = 0,
     clock: str = "cpu",
     stderr: str | Path | None = None,
+    limit_self: bool = False,
 ) -> tuple[dict[str, tuple[bool | None, float | None, str]], int]:
     """Measures methods' decisions for one input in XLA:CPU against XLA's default compile.
 
@@ -435,6 +442,8 @@ def measure_input(
       seed: seed of the methods, the policy and the random inputs.
       clock: ``"cpu"`` or ``"wall"``.
       stderr: a file to send this process's standard error to (XLA's crash messages).
+      limit_self: arm this process's deadline in proportion to XLA's default compile
+        (:func:`hlo_go.xla.timing.deadline_after`; for a measuring child).
 
     Returns:
       ``({method: (correct, XLA default time / method time, reason)}, nodes of XLA's
@@ -454,6 +463,14 @@ def measure_input(
     prog = xla.program(_measure_source(source), seed=seed)
     graph = prog.graph
     variants = named.variants(graph, {m: (m, m) for m in methods}, seed=seed)
+    if limit_self:
+        from hlo_go.xla.timing import deadline_after
+
+        start = time.process_time()
+        reference = prog.default()
+        compile_s = time.process_time() - start
+        runs = (len(variants) + 2) * (repeats + 4)
+        deadline_after(lambda: reference(*prog.args), runs=runs, compile_s=compile_s)
     out: dict[str, tuple[bool | None, float | None, str]] = {}
     if policy is not None:
         try:
@@ -467,6 +484,10 @@ def measure_input(
     measured = xla.measure_many(
         prog, variants, repeats=repeats, seed=seed, clock=clock, skip_factor=10.0
     )  # type: ignore[arg-type]
+    if limit_self:
+        from hlo_go.xla.timing import arm_deadline
+
+        arm_deadline(None)
     for method, got in measured.items():
         note = got.message.strip().splitlines()[0] if got.message.strip() else ""
         speedup = None if got.speedup is None else float(got.speedup)
@@ -566,6 +587,7 @@ def evaluate(
     work_dir: str | Path | None = None,
     cpu: int | None = None,
     progress: bool = True,
+    timeout: float | None = None,
 ) -> list[EvalRow]:
     """Evaluates baselines and the GO policy on HLO inputs, one row per input.
 
@@ -589,6 +611,10 @@ def evaluate(
       cpu: the core measurements run on, in a child process pinned to it, timed by CPU
         time (default: the highest-numbered core this process may use).
       progress: show a progress bar on stderr.
+      timeout: seconds each input's measuring process may take (None: in proportion
+        to the run time of XLA's default compile,
+        :func:`hlo_go.xla.timing.deadline_after`); past it, the input is not measured
+        and its cells say so.
 
     Returns:
       One :class:`EvalRow` per input (directories expanded), in order.
@@ -598,8 +624,8 @@ def evaluate(
       FileNotFoundError: no such policy.
       ValueError: ``finetune_steps`` outside 0..50, or fine-tuning without a policy.
     """
-    from hlo_go.baselines.cli import load_cluster
     from hlo_go.rl.trainer import MAX_FINETUNE_STEPS
+    from hlo_go.sources import load_cluster
 
     target = load_cluster(cluster) if isinstance(cluster, str) else cluster
     methods = method_names(baselines)
@@ -630,6 +656,7 @@ def evaluate(
             work_dir=Path(work_dir) if work_dir else Path(tmp),
             cpu=cpu,
             say=say,
+            timeout=timeout,
         )
         for index, source in enumerate(inputs):
             rows.append(evaluator.row(source, index))

@@ -19,7 +19,7 @@ XLA's pipeline), :mod:`~hlo_go.passes.env` (pure reset/step),
 (observation vector), :mod:`~hlo_go.passes.gym` (Gym-style wrapper),
 :mod:`~hlo_go.passes.search` (random, greedy, beam, default order),
 :mod:`~hlo_go.passes.ppo` (the PPO agent), :mod:`~hlo_go.passes.check`
-(outputs unchanged), :mod:`~hlo_go.passes.cli` (``hlo-go passes``). The XLA side
+(outputs unchanged), :mod:`~hlo_go.cli.passes` (``hlo-go passes``). The XLA side
 (running chosen passes, reading XLA's pipeline) is :mod:`hlo_go.xla.passes`.
 """
 

@@ -24,7 +24,7 @@ Module by concept: :mod:`~hlo_go.rl.ppo` (generic PPO), :mod:`~hlo_go.rl.reward`
 policy sampling and updates), :mod:`~hlo_go.rl.config`, :mod:`~hlo_go.rl.checkpoint`,
 :mod:`~hlo_go.rl.metrics`, :mod:`~hlo_go.rl.trainer`, :mod:`~hlo_go.rl.distributed`
 (data-parallel pre-training, ``jax.distributed``), :mod:`~hlo_go.rl.compare`
-(tables against baselines), :mod:`~hlo_go.rl.cli` (``hlo-go train / finetune / infer``).
+(tables against baselines), :mod:`~hlo_go.cli.train` (``hlo-go train / finetune / infer``).
 """
 
 from hlo_go.rl.agent import GOAgent

@@ -21,7 +21,7 @@ and from their modules: :mod:`~hlo_go.sharding.mesh`, :mod:`~hlo_go.sharding.spe
 :mod:`~hlo_go.sharding.ilp`, :mod:`~hlo_go.sharding.reduction`,
 :mod:`~hlo_go.sharding.refine` (window refinement), :mod:`~hlo_go.sharding.heuristics`
 (replicated, data parallel, Megatron, greedy), :mod:`~hlo_go.sharding.methods` (every
-method by name), :mod:`~hlo_go.sharding.cli` (``hlo-go shard``). The learned policy is
+method by name), :mod:`~hlo_go.cli.shard` (``hlo-go shard``). The learned policy is
 the package :mod:`~hlo_go.sharding.learned`; ``python -m hlo_go.sharding.pretrain``
 trains it. See ``docs/sharding.md``.
 """
@@ -33,6 +33,7 @@ from hlo_go.sharding.greedy import solve_greedy as solve_greedy
 from hlo_go.sharding.ilp import IlpResult, gap_to_bound
 from hlo_go.sharding.ilp import solve_ilp as solve_ilp
 from hlo_go.sharding.lower import ShardingMeasurement, annotate, measure_sharding
+from hlo_go.sharding.lower import measure_shardings as measure_shardings
 from hlo_go.sharding.mesh import COLLECTIVES as COLLECTIVES
 from hlo_go.sharding.mesh import AxisLinks as AxisLinks
 from hlo_go.sharding.mesh import Mesh
@@ -67,6 +68,7 @@ __all__ = [
     "get",
     "ilp_with_result",
     "measure_sharding",
+    "measure_shardings",
     "names",
     "simulate_sharding",
     "total_cost",

@@ -14,7 +14,8 @@ collectives XLA emitted and times it against the unsharded module on one device.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -131,6 +132,69 @@ class ShardingMeasurement(NamedTuple):
     sharded_s: float | None
     unsharded_s: float | None
     compile_s: float
+
+
+def measure_shardings(
+    sg: ShardingGraph,
+    choices: Mapping[str, np.ndarray],
+    *,
+    time_runs: bool = True,
+    repeats: int = 10,
+) -> dict[str, ShardingMeasurement]:
+    """:func:`measure_sharding` for several choices: the unsharded module is compiled
+    once and timed once, interleaved with every correct choice, so all of them share
+    one ``unsharded_s``.
+
+    Args:
+      sg: the prepared module.
+      choices: name -> a strategy index per node.
+      time_runs: also time the sharded modules and the unsharded one, interleaved.
+      repeats: timed runs of each.
+
+    Returns:
+      name -> its :class:`ShardingMeasurement`, in the order of ``choices``.
+    """
+    import jax
+
+    from hlo_go.xla import compile_hlo_text, run_executable, time_interleaved, training_inputs
+    from hlo_go.xla.spmd import check_spmd
+
+    args = training_inputs(sg.module)
+    # The unsharded module, compiled once: the reference outputs and the timing baseline.
+    plain = compile_hlo_text(sg.module.to_text())
+    reference = run_executable(plain, args)
+    checks = {
+        name: check_spmd(annotate(sg, choice).to_text(), sg.mesh.size, args, reference=reference)
+        for name, choice in choices.items()
+    }
+    timing: dict[str, Any] = {}
+    correct = [name for name, check in checks.items() if check.correct]
+    if time_runs and correct:
+        device = plain.local_devices()[0]
+        buffers = [jax.device_put(a, device) for a in args]
+        fns: dict[str, Callable[[], Any]] = {
+            _UNSHARDED: lambda: jax.block_until_ready(plain.execute(buffers))
+        }
+        for name in correct:
+            exe = checks[name].executable
+            placed = exe.put(args)
+            fns[name] = lambda exe=exe, placed=placed: jax.block_until_ready(exe.execute(placed))
+        timing = time_interleaved(fns, repeats=repeats)
+    unsharded_s = timing[_UNSHARDED].median if timing else None
+    return {
+        name: ShardingMeasurement(
+            correct=check.correct,
+            max_abs_error=max(check.max_abs_error, default=0.0),
+            collectives={k: v for k, v in check.collectives.items() if v},
+            sharded_s=timing[name].median if name in timing else None,
+            unsharded_s=unsharded_s if name in timing else None,
+            compile_s=check.compile_s,
+        )
+        for name, check in checks.items()
+    }
+
+
+_UNSHARDED = " unsharded"  # a timing key no choice name can take (names have no space)
 
 
 def measure_sharding(

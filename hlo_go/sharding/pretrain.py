@@ -93,7 +93,7 @@ def training_graphs(
     sources: Sequence[str], clusters: Sequence[tuple[str, str]], *, stage: str = "unoptimized"
 ) -> list[tuple[str, ShardingGraph]]:
     """``("SOURCE@CLUSTER", sharding graph)`` for every source and ``(cluster, mesh)``."""
-    from hlo_go.sim.cli import load_module
+    from hlo_go.sources import load_module
 
     out = []
     for source in sources:

@@ -16,7 +16,7 @@ Module by concept: :mod:`~hlo_go.sim.cluster` (device and link types),
 :mod:`~hlo_go.sim.loading` (TOML/JSON cluster files), :mod:`~hlo_go.sim.cost_model`
 (what a kernel costs), :mod:`~hlo_go.sim.simulate` (the semantics and the entry points),
 :mod:`~hlo_go.sim.result` (what it reports), :mod:`~hlo_go.sim.plot` (Gantt charts),
-:mod:`~hlo_go.sim.cli` (the ``hlo-go simulate`` command), :mod:`~hlo_go.sim.calibrate`
+:mod:`~hlo_go.cli.simulate` (the ``hlo-go simulate`` command), :mod:`~hlo_go.sim.calibrate`
 (fitting a device to measured kernel times; measuring them is :mod:`hlo_go.calibration`'s).
 """
 

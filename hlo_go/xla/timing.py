@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from hlo_go.errors import HloGoError
+
 Clock = Literal["wall", "cpu"]
 CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
 
@@ -63,12 +65,101 @@ overflowed an 8 MiB thread stack (a segfault at the stack pointer). The stacks a
 reserved address space, touched only as deep as a thread goes."""
 
 
-def _pinned_call(cpu: int, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict) -> Any:
+class MeasureTimeoutError(TimeoutError, HloGoError):
+    """A measuring child process ran past its limit and was ended."""
+
+
+DEFAULT_TIMEOUT_FLOOR = 60.0
+"""CPU seconds a measuring child's runs always get under :func:`deadline_after`."""
+
+DEFAULT_TIMEOUT_FACTOR = 50.0
+""":func:`deadline_after`'s allowance per run: this many times the reference's run time."""
+
+COMPILE_FACTOR = 20.0
+""":func:`deadline_after`'s allowance for lowering and compiling the variants: this many
+times the reference's compile time."""
+
+
+def arm_deadline(seconds: float | None) -> None:
+    """Ends this process after ``seconds`` more CPU seconds (None: disarms).
+
+    Meant for a measuring child pinned to one core (:func:`in_pinned_process`): the limit
+    is the kernel's CPU-time limit (``RLIMIT_CPU``), so it counts this process's own work,
+    not other processes' turns on a busy host, and its signal (``SIGXCPU``) ends the
+    process even while XLA runs native code that never returns to Python.
+    :func:`in_pinned_process` reports that end as a :class:`MeasureTimeoutError`.
+
+    Args:
+      seconds: the CPU seconds left from now (rounded up), or None.
+    """
+    import math
+    import resource
+    import signal
+
+    signal.signal(signal.SIGXCPU, signal.SIG_DFL)
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    if seconds is None:
+        resource.setrlimit(resource.RLIMIT_CPU, (hard, hard))
+        return
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    spent = used.ru_utime + used.ru_stime
+    soft = math.ceil(spent + max(1.0, seconds))
+    if hard != resource.RLIM_INFINITY:
+        soft = min(soft, hard)
+    resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+
+
+def deadline_after(
+    reference: Callable[[], Any],
+    *,
+    runs: int,
+    compile_s: float = 0.0,
+    floor: float = DEFAULT_TIMEOUT_FLOOR,
+    factor: float = DEFAULT_TIMEOUT_FACTOR,
+) -> float:
+    """Runs ``reference`` once under a ``floor`` deadline, then arms this process's
+    deadline in proportion to it (:func:`arm_deadline`, CPU seconds).
+
+    The limit is ``COMPILE_FACTOR * compile_s + max(floor, factor * run_s * runs)``.
+
+    Args:
+      reference: one run of the reference (XLA's default compile), already compiled.
+      runs: the runs the measurement will make, every configuration together.
+      compile_s: CPU seconds the reference took to compile.
+      floor: the least CPU time the runs get, seconds.
+      factor: the allowance per run, in reference run times.
+
+    Returns:
+      The limit armed, CPU seconds from now.
+    """
+    arm_deadline(floor)
+    start = time.process_time()
+    reference()
+    run_s = time.process_time() - start
+    limit = COMPILE_FACTOR * compile_s + max(floor, factor * run_s * runs)
+    arm_deadline(limit)
+    return limit
+
+
+def _child_main(
+    conn: Any, cpu: int, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict
+) -> None:
+    """A measuring child's body: pin, call, send ``(ok, result or error)`` back."""
     import faulthandler
+    import pickle
 
     faulthandler.enable()  # a crash in XLA prints the Python stack that led to it
-    pin_to_cpu(cpu)
-    return fn(*args, **kwargs)
+    try:
+        pin_to_cpu(cpu)
+        reply: tuple[bool, Any] = (True, fn(*args, **kwargs))
+    except BaseException as error:  # sent to the parent, which raises it
+        reply = (False, error)
+    try:
+        pickle.dumps(reply[1])
+    except Exception as why:  # an unpicklable result or error: its description instead
+        reply = (False, RuntimeError(f"{type(reply[1]).__name__}: {reply[1]} ({why})"))
+    conn.send(reply)
+    conn.close()
 
 
 _SPAWN_LOCK = threading.Lock()
@@ -124,7 +215,12 @@ def _stack_limit(size: int) -> Iterator[None]:
 
 
 def in_pinned_process(
-    fn: Callable[..., Any], *args: Any, cpu: int, allocator: Allocator = "system", **kwargs: Any
+    fn: Callable[..., Any],
+    *args: Any,
+    cpu: int,
+    allocator: Allocator = "system",
+    timeout: float | None = None,
+    **kwargs: Any,
 ) -> Any:
     """Runs ``fn(*args, **kwargs)`` in a fresh process pinned to core ``cpu``.
 
@@ -132,7 +228,7 @@ def in_pinned_process(
     creates XLA's CPU client, whose thread pools therefore have that one core. Its
     threads get :data:`CHILD_STACK_BYTES` of stack. A script
     calling this must guard its top level with ``if __name__ == "__main__":`` (the
-    child imports the main module); a child that dies raises ``BrokenProcessPool``.
+    child imports the main module).
 
     Args:
       fn: a module-level function (it is pickled by name); its result must pickle.
@@ -140,23 +236,60 @@ def in_pinned_process(
       cpu: the core.
       allocator: ``"system"`` (glibc's defaults) or ``"retain"`` (the child's malloc
         keeps freed memory for reuse, :data:`RETAIN_MALLOC_ENV`).
+      timeout: seconds the child may take in all; it is killed after that (None: no
+        limit here; ``fn`` may still limit itself with :func:`arm_deadline`).
       kwargs: its keyword arguments.
 
     Returns:
       What ``fn`` returned.
+
+    Raises:
+      MeasureTimeoutError: the child ran past ``timeout`` or its own deadline.
+      BrokenProcessPool: the child died without a reply (e.g. XLA aborted).
+      Exception: what ``fn`` raised.
     """
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    import signal
+    from concurrent.futures.process import BrokenProcessPool
 
     if allocator not in ALLOCATOR_ENV:
         raise ValueError(f"allocator must be one of {list(ALLOCATOR_ENV)}, got {allocator!r}")
+    if timeout is not None and not timeout > 0:
+        raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(1, mp_context=context) as pool:
-        # submit starts the child; the limit is raised just for that (and one thread at
-        # a time, so that concurrent callers restore the original limit)
-        with _SPAWN_LOCK, _stack_limit(CHILD_STACK_BYTES), _environment(ALLOCATOR_ENV[allocator]):
-            future = pool.submit(_pinned_call, cpu, fn, args, kwargs)
-        return future.result()
+    receive, send = context.Pipe(duplex=False)
+    process = context.Process(target=_child_main, args=(send, cpu, fn, args, kwargs))
+    # the stack limit is raised just for the start (and one thread at a time, so that
+    # concurrent callers restore the original limit)
+    with _SPAWN_LOCK, _stack_limit(CHILD_STACK_BYTES), _environment(ALLOCATOR_ENV[allocator]):
+        process.start()
+    send.close()
+    replied = False
+    try:
+        if not receive.poll(timeout):
+            raise MeasureTimeoutError(f"timed out after {timeout:g} s")
+        try:
+            ok, payload = receive.recv()
+            replied = True
+        except EOFError:
+            process.join()
+            if process.exitcode == -signal.SIGXCPU:
+                raise MeasureTimeoutError(
+                    "timed out: ran past its CPU-time limit, in proportion to XLA's default "
+                    "compile and run time (deadline_after)"
+                ) from None
+            raise BrokenProcessPool(
+                f"the measuring process died (exit code {process.exitcode})"
+            ) from None
+    finally:
+        receive.close()
+        process.join(10.0 if replied else 0.0)  # a child that replied exits by itself
+        if process.is_alive():
+            process.kill()
+            process.join()
+    if not ok:
+        raise payload
+    return payload
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,7 @@
 """``hlo-go passes``: search a pass order for a module and compare with XLA's default order.
 
+hlo-go passes HLO ... [--agent ppo|random|greedy|beam] [--budget N] [--json]
+
 hlo-go passes gpt2_l2 --agent greedy --budget 200
 hlo-go passes gpt2_l2 --agent beam --width 4 --budget 600
 hlo-go passes model.hlo --agent ppo --budget 300 --episode-out best.json
@@ -10,44 +12,37 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+
+from hlo_go.cli._common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    INPUTS_HELP,
+    UsageError,
+    add_inputs,
+    bounded,
+    check_out_file,
+    print_error,
+)
 
 AGENTS = ("ppo", "random", "greedy", "beam")
 
 
 def _load_text(source: str) -> tuple[str, str]:
     """(HLO text, description) of a corpus graph name (its unoptimized stage) or a file."""
-    from hlo_go import corpus
+    from hlo_go.sources import load_module
 
-    path = Path(source)
-    if path.exists():
-        from hlo_go.hlo import load_hlo
-
-        return load_hlo(path).to_text(), str(path)
-    if source in corpus.names():
-        return corpus.text(source, "unoptimized"), f"corpus {source} (unoptimized)"
-    raise FileNotFoundError(f"{source!r} is neither a file nor a corpus graph name")
+    module, described = load_module(source, "unoptimized")
+    return module.to_text(), described
 
 
 def cmd_passes(args: argparse.Namespace, console: Console) -> int:
-    """Runs the ``passes`` command."""
-    from hlo_go.passes import (
-        PassEnvConfig,
-        UnknownPassError,
-        actions,
-        beam_search,
-        check_outputs,
-        default_order,
-        greedy_search,
-        ppo_search,
-        random_search,
-        reset,
-    )
-    from hlo_go.passes.ppo import PassPPOConfig
+    """Runs the ``passes`` command; 0, or 1 when an input failed (unreadable, or outputs
+    that differ from the original module's)."""
+    from hlo_go.passes import PassEnvConfig, UnknownPassError, actions
 
     if args.pipeline:
         from hlo_go.xla.passes import discover_pipeline
@@ -70,22 +65,39 @@ def cmd_passes(args: argparse.Namespace, console: Console) -> int:
             )
         console.print(table)
         return 0
-    if args.source is None:
-        console.print("[red]error:[/red] give a module file or corpus graph name (or --list)")
-        return 2
-    if args.width < 1 or args.budget < 1:
-        console.print("[red]error:[/red] --width and --budget must be at least 1")
-        return 2
+    if not args.inputs:
+        raise UsageError("give HLO inputs (files or corpus graph names), --list or --pipeline")
     try:
         config = PassEnvConfig(
             max_steps=args.max_steps,
             actions=tuple(args.actions.split(",")) if args.actions else None,
         )
     except UnknownPassError as e:
-        console.print("[red]error:[/red] ", end="")
-        console.print(str(e), markup=False, highlight=False)
-        return 2
-    text, described = _load_text(args.source)
+        raise UsageError(str(e)) from None
+    failed = 0
+    for source in args.inputs:
+        try:
+            failed += _search_one(source, args, config, console)
+        except Exception as error:  # reported per input
+            print_error(console, error)
+            failed += 1
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def _search_one(source: str, args: argparse.Namespace, config: Any, console: Console) -> int:
+    """Searches one input; 1 when the found order's outputs differ, else 0."""
+    from hlo_go.passes import (
+        beam_search,
+        check_outputs,
+        default_order,
+        greedy_search,
+        ppo_search,
+        random_search,
+        reset,
+    )
+    from hlo_go.passes.ppo import PassPPOConfig
+
+    text, described = _load_text(source)
 
     def progress(message: str) -> None:
         if not args.quiet:
@@ -145,29 +157,40 @@ def cmd_passes(args: argparse.Namespace, console: Console) -> int:
         )
     if args.episode_out:
         found.episode.save(args.episode_out)
-    if any(not c.ok for c in checks.values()):
-        return 1
-    return 0
+    return int(any(not c.ok for c in checks.values()))
 
 
-def add_passes_command(sub: argparse._SubParsersAction) -> None:
-    """Registers ``hlo-go passes`` on the top-level subparsers."""
-    p = sub.add_parser(
-        "passes", help="search an order of XLA's HLO passes; compare op counts with XLA's default"
+def add_command(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
+    """Adds ``passes``."""
+    p = subparsers.add_parser(
+        "passes",
+        parents=parents,
+        help="search an order of XLA's HLO passes; compare op counts with XLA's default",
     )
-    p.add_argument("source", nargs="?", help="HLO file (.hlo/.hlo.gz) or corpus graph name")
+    add_inputs(p, nargs="*", help=INPUTS_HELP + " (corpus graphs: their unoptimized stage)")
     p.add_argument(
         "--agent", choices=AGENTS, default="greedy", help="search agent (default greedy)"
     )
-    p.add_argument("--budget", type=int, default=200, help="environment steps (default 200)")
-    p.add_argument("--max-steps", type=int, default=16, help="actions per episode (default 16)")
-    p.add_argument("--width", type=int, default=4, help="beam width of --agent beam (default 4)")
+    p.add_argument(
+        "--budget", type=bounded(int, low=1), default=200, help="environment steps (default 200)"
+    )
+    p.add_argument(
+        "--max-steps",
+        type=bounded(int, low=1),
+        default=16,
+        help="actions per episode (default 16)",
+    )
+    p.add_argument(
+        "--width",
+        type=bounded(int, low=1),
+        default=4,
+        help="beam width of --agent beam (default 4)",
+    )
     p.add_argument("--actions", help="comma-separated action names (default: all; see --list)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the random and PPO agents")
     p.add_argument("--no-check", action="store_true", help="skip the compile-and-run output check")
-    p.add_argument("--episode-out", help="write the best episode (JSON) here")
+    p.add_argument("--episode-out", type=check_out_file, help="write the best episode (JSON) here")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("--list", action="store_true", help="list the actions and exit")
     p.add_argument(
         "--pipeline", action="store_true", help="list every pass of XLA's CPU pipeline and exit"
