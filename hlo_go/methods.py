@@ -114,12 +114,18 @@ def check_name(task: str, name: str) -> str:
     known = names(task)
     if name in known or is_policy(name):
         return name
+    # A ``+`` combination of baseline components: valid for a task when one component
+    # decides that task (``"critical-path+xla-cpu-like"`` for a fusion, not ``"metis"``).
+    parts = name.split("+")
+    own = set(baselines.names(_BASELINE_KIND[task]))
     try:
         baselines.get(name)
-    except baselines.UnknownMethodError as error:
+        if len(parts) < 2 or not own.intersection(parts):
+            raise baselines.UnknownMethodError(name)
+    except baselines.UnknownMethodError:
         raise UnknownMethodError(
-            f"unknown {task} method {name!r}: {error}; or {SEARCHED!r}, a shipped policy "
-            f"({', '.join(shipped_names())}) or a checkpoint path"
+            f"unknown {task} method {name!r}; choose from: {', '.join(known)} "
+            "(or a checkpoint path)"
         ) from None
     return name
 
