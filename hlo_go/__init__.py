@@ -13,7 +13,7 @@ from hlo_go.errors import HloGoError, HloGoWarning
 from hlo_go.hlo import HloModule, HloParseError, load_hlo, parse_hlo
 from hlo_go.pretrained import load_policy
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 __all__ = [
     "HloGoError",
     "HloGoWarning",

@@ -159,7 +159,11 @@ for _name, _words in (
     )
 CLI_CASES += [
     (["roundtrip", "{bad}/add_mismatch.hlo"], ["error:", "add_mismatch.hlo:6:8"], 1),
-    (["simulate", str(EXAMPLE), "--cluster", "{bad}/cluster_huge.toml"], [str(MAX_DEVICES)], 2),  # --cluster is a flag: checked when parsed
+    (
+        ["simulate", str(EXAMPLE), "--cluster", "{bad}/cluster_huge.toml"],
+        [str(MAX_DEVICES)],
+        2,
+    ),  # --cluster is a flag: checked when parsed
     (["eval", str(EXAMPLE), "--cluster", "{bad}/cluster_huge.toml", "--quiet"], ["devices"], 2),
 ]
 
