@@ -102,9 +102,7 @@ def test_the_budget_is_respected():
     budget = 1.0
     for seed in range(20):
         # a real but small gain under heavy noise: undecided until the budget ends
-        verdict, _, elapsed = race(
-            {"a": 1.05}, noise=0.4, seed=seed, round_s=0.3, budget_s=budget
-        )
+        verdict, _, elapsed = race({"a": 1.05}, noise=0.4, seed=seed, round_s=0.3, budget_s=budget)
         assert elapsed <= budget
         if verdict.state == DROP and "budget" in verdict.reason:
             assert verdict.best == "a"

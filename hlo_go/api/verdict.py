@@ -203,7 +203,7 @@ def judge(
         alive = tuple(name for name, e in estimates.items() if e.upper > threshold)
     if not alive:
         best = max(estimates, key=lambda c: estimates[c].speedup) if estimates else None
-        shown = f" (best {best}: {_describe(estimates[best])})" if best else ""
+        shown = f" (best {best}: {describe(estimates[best])})" if best else ""
         return Verdict(
             DROP, best, estimates, alive,
             f"no candidate can be {threshold:.2f}x faster than jax.jit{shown}",
@@ -213,16 +213,16 @@ def judge(
     if look and lead.lower > threshold and lead.median > threshold:
         return Verdict(
             KEEP, leader, estimates, alive,
-            f"{leader} {_describe(lead)} > {threshold:.2f}x over {n} interleaved rounds",
+            f"{leader} {describe(lead)} > {threshold:.2f}x over {n} interleaved rounds",
         )  # fmt: skip
     if ending:
         why = f"{n} rounds" if n >= rule.max_pairs else f"the {budget_s:.3g} s budget"
         return Verdict(
             DROP, leader, estimates, alive,
             f"not shown {threshold:.2f}x faster than jax.jit within {why} "
-            f"(best {leader}: {_describe(lead)})",
+            f"(best {leader}: {describe(lead)})",
         )  # fmt: skip
-    return Verdict(CONTINUE, leader, estimates, alive, f"{leader} {_describe(lead)}")
+    return Verdict(CONTINUE, leader, estimates, alive, f"{leader} {describe(lead)}")
 
 
 def confirm(
@@ -261,7 +261,9 @@ def confirm_final(estimate_: Estimate) -> bool:
     return estimate_.speedup > 1.0 and estimate_.median > 1.0
 
 
-def _describe(e: Estimate) -> str:
+def describe(e: Estimate) -> str:
+    """``speedup [lower, upper]`` as text."""
     if e.pairs < 2:
         return f"{e.speedup:.3f}x ({e.pairs} pair)"
-    return f"{e.speedup:.3f}x [{e.lower:.3f}, {e.upper:.3f}]"
+    upper = f"{e.upper:.3f}" if e.upper < 1e3 else "inf"
+    return f"{e.speedup:.3f}x [{e.lower:.3f}, {upper}]"
