@@ -531,21 +531,20 @@ class OptimizedFunction:
     def explain(self) -> str:
         """What was decided, measured and kept for each input signature, and why.
 
-        One block per distinct signature (calls whose keys differ only in what the text
-        does not show, e.g. numpy and jax arrays of one shape, share it); signatures first
-        seen under another transformation are summarized in one line.
+        One block per signature as shown (calls whose keys differ only in what the text
+        does not show, e.g. numpy and jax arrays of one shape, share the first one's);
+        signatures first seen under another transformation are summarized in one line.
         """
         if not self._entries:
             return f"hlo_go.jit({self._name}): not called yet"
-        blocks: list[str] = []
+        shown: dict[str, Record] = {}
         traced = 0
         for record in self.records:
             if record.source == "traced":
                 traced += 1
-                continue
-            text = record.describe()
-            if text not in blocks:
-                blocks.append(text)
+            else:
+                shown.setdefault(record.signature, record)
+        blocks = [record.describe() for record in shown.values()]
         if traced:
             blocks.append(
                 f"{traced} signature(s) seen under another transformation (jax.grad, "
