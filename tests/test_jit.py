@@ -127,7 +127,8 @@ def test_measured_verdict_is_never_slower_than_what_jax_jit_measured(tmp_path):
 
 
 def test_unknown_method_falls_back_with_a_reason(tmp_path):
-    f = hlo_go.jit(mlp_step, options=Options(cache_dir=tmp_path, policy="no-such-method"))
+    options = Options(cache_dir=tmp_path, policy="no-such-method", candidates=("policy",))
+    f = hlo_go.jit(mlp_step, options=options)
     params, batch = mlp_args()
     assert_same(f(params, batch), jax.jit(mlp_step)(params, batch))
     (record,) = f.records
@@ -181,7 +182,8 @@ CHILD = textwrap.dedent(
     import json, sys
     import jax, jax.numpy as jnp
     import hlo_go
-    opts = hlo_go.Options(cache_dir=sys.argv[1], policy=sys.argv[2], measure=False)
+    opts = hlo_go.Options(cache_dir=sys.argv[1], policy=sys.argv[2], measure=False,
+                          candidates=("policy",))
     f = hlo_go.jit(lambda x, w: jnp.tanh(x @ w) * 2.0 + 1.0, options=opts)
     x = jnp.arange(24.0).reshape(4, 6) / 24
     w = jnp.ones((6, 3)) / 6
@@ -249,7 +251,8 @@ def test_shipped_policies_load_and_decide(tmp_path):
     assert load_policy().meta == load_policy("default").meta
     with pytest.raises(FileNotFoundError, match="shipped policies"):
         load_policy("no-such-policy")
-    f = hlo_go.jit(mlp_step, options=Options(cache_dir=tmp_path, measure=False))
+    options = Options(cache_dir=tmp_path, measure=False, candidates=("policy",))
+    f = hlo_go.jit(mlp_step, options=options)
     params, batch = mlp_args()
     assert_same(f(params, batch), jax.jit(mlp_step)(params, batch))
     record = f.records[0]
@@ -279,7 +282,9 @@ def test_an_order_the_simulator_cannot_tell_apart_is_not_imposed(tmp_path, monke
     monkeypatch.setattr(Program, "lower", recording)
     params, batch = mlp_args()
     for policy in ("searched", "critical-path+xla-cpu-like"):
-        options = Options(cache_dir=tmp_path, policy=policy, budget=50, measure=False)
+        options = Options(
+            cache_dir=tmp_path, policy=policy, budget=50, measure=False, candidates=("policy",)
+        )
         f = hlo_go.jit(mlp_step, options=options)
         assert_same(f(params, batch), jax.jit(mlp_step)(params, batch))
         assert f.records[0].kept == HLO_GO

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from hlo_go.api.options import POLICY, Options
@@ -164,35 +165,35 @@ class Candidate(NamedTuple):
     schedule: bool
 
 
-def candidates(program: Program, options: Options) -> tuple[list[Candidate], dict[str, str]]:
-    """Every candidate of ``options.candidates`` for ``program``, in order.
+def candidates(program: Program, options: Options) -> Iterator[Candidate | tuple[str, str]]:
+    """The candidates of ``options.candidates`` for ``program``, in order, each decided
+    only when the caller asks for the next (so a caller that stops early pays nothing
+    for the rest, e.g. the policy's one-time compile).
 
-    A candidate that fails to decide is left out, with its reason.
-
-    Returns:
-      ``(candidates, failures)``: failures maps a candidate's name to why it was left out.
+    Yields:
+      A :class:`Candidate`, or ``(name, why it failed to decide)``.
     """
     from hlo_go.sim import get_cluster, simulate
 
-    made: list[Candidate] = []
-    failed: dict[str, str] = {}
     names = options.candidates if "fusion" in options.tasks else (POLICY,)
     for name in names:
         try:
             if name == POLICY:
-                made.append(Candidate(POLICY, decide(program, options), decides_order(options)))
-                continue
-            began = time.perf_counter()
-            decisions = method_decisions(program, name, options)
-            simulated = float(
-                simulate(program.graph, get_cluster(options.cluster), decisions).step_time
-            )
-            decided = Decided(decisions, name, simulated, time.perf_counter() - began)
-            made.append(Candidate(name, decided, False))
+                made = Candidate(POLICY, decide(program, options), decides_order(options))
+            else:
+                began = time.perf_counter()
+                decisions = method_decisions(program, name, options)
+                simulated = float(
+                    simulate(program.graph, get_cluster(options.cluster), decisions).step_time
+                )
+                decided = Decided(decisions, name, simulated, time.perf_counter() - began)
+                made = Candidate(name, decided, False)
         except Exception as error:  # a candidate that cannot decide is left out
-            failed[name] = f"{type(error).__name__}: {str(error).strip()[:300]}"
-            logger.info("candidate %s failed to decide: %s", name, failed[name])
-    return made, failed
+            why = f"{type(error).__name__}: {str(error).strip()[:300]}"
+            logger.info("candidate %s failed to decide: %s", name, why)
+            yield name, why
+            continue
+        yield made
 
 
 def decides_order(options: Options) -> bool:

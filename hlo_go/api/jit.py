@@ -271,7 +271,8 @@ class OptimizedFunction:
         )
         if dropped:
             record = record._replace(reason=f"{record.reason}; {dropped}")
-        self._cache.store(key, record, decisions if record.kept == HLO_GO else None)
+        if record.correct is not None:  # failures to decide or lower are decided again
+            self._cache.store(key, record, decisions if record.kept == HLO_GO else None)
         return _Entry(call if record.kept == HLO_GO else fallback, record)
 
     def _one_call_s(self, reference: Any, inputs: Callable[[], Any]) -> float:
@@ -373,24 +374,20 @@ class OptimizedFunction:
         progress("capturing the pre-fusion graph")
         nodes = program.graph.num_nodes
         progress(f"deciding {len(options.candidates)} candidates for {nodes} nodes")
-        made, failed = candidates(program, options)
-        outcome: dict[str, str] = {
-            name: f"failed to decide ({why})" for name, why in failed.items()
-        }
-        base = base._replace(
-            nodes=nodes,
-            decide_s=sum(c.decided.seconds for c in made),
-            policy_compile_s=sum(c.decided.policy_compile_s for c in made),
-            method=", ".join(c.decided.method for c in made),
-        )
+        outcome: dict[str, str] = {}
+        decide_s = policy_compile_s = compile_s = 0.0
         compile_budget = options.compile_budget_ratio * jit_first_s
-        compile_s = 0.0
         seen: dict[str, str] = {}
         correct: list[tuple[Candidate, Any]] = []
-        for c in made:
+        any_differ = False
+        for c in candidates(program, options):
             if correct and (compile_s >= compile_budget or not options.measure):
-                outcome[c.name] = "not compiled (compile budget spent)"
+                break  # the rest are not even decided
+            if not isinstance(c, Candidate):
+                outcome[c[0]] = f"failed to decide ({c[1]})"
                 continue
+            decide_s += c.decided.seconds
+            policy_compile_s += c.decided.policy_compile_s
             progress(f"lowering candidate {c.name}")
             began = time.perf_counter()
             try:
@@ -406,15 +403,26 @@ class OptimizedFunction:
             ok, mismatch = self._check(executable, inputs, want)
             if not ok:
                 outcome[c.name] = f"outputs differ from jax.jit ({mismatch})"
+                any_differ = True
                 continue
             outcome[c.name] = f"{executable.num_fusions} fusions, outputs match"
             correct.append((c, executable))
-        base = base._replace(compile_s=compile_s, correct=bool(correct) or None)
+        for name in options.candidates:
+            outcome.setdefault(name, "not decided (compile budget spent)")
+        base = base._replace(
+            nodes=nodes, decide_s=decide_s, policy_compile_s=policy_compile_s,
+            method=", ".join(c.decided.method for c, _ in correct),
+        )  # fmt: skip
+        # correct: None when nothing was checked (failures), False when outputs differed
+        base = base._replace(
+            compile_s=compile_s, correct=True if correct else (False if any_differ else None)
+        )
         summary = lambda: "; ".join(f"{n}: {o}" for n, o in outcome.items())  # noqa: E731
         if not correct:
             reason = "no candidate lowered with outputs matching jax.jit"
             if any("differ" in o for o in outcome.values()):
                 reason = "outputs differ from jax.jit for every candidate lowered"
+            reason = f"fell back: {reason} ({summary()})"
             return (
                 base._replace(candidates=summary(), reason=reason),
                 None,
