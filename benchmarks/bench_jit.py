@@ -212,7 +212,11 @@ def decide_case(name: str, quick: bool, cache_dir: str) -> dict[str, Any]:
     want = jax.block_until_ready(jax.jit(fn, **jit_kwargs)(*_copies(args)))
     jit_first_s = time.perf_counter() - began
     equal, message = outputs_match(got, want)
-    budget = max(options.measure_budget_s, options.measure_budget_ratio * jit_first_s)
+    # the budget the decorator gave itself (its own jax.jit first call, and room for the
+    # rule's first look); jax.jit's first call here when the decorator did not measure
+    budget = record.measure_s or max(
+        options.measure_budget_s, options.measure_budget_ratio * jit_first_s
+    )
     return {
         "case": name,
         "kept": record.kept,

@@ -64,6 +64,8 @@ from hlo_go.xla import Program, outputs_match
 
 logger = logging.getLogger(__name__)
 
+# Interleaved rounds before the keep rule first looks (hlo_go.api.verdict.Rule.min_pairs).
+MIN_ROUNDS = 3
 # The reason of every signature first seen under another transformation.
 TRACED = "called under a jax transformation (traced): jax.jit's tracing is used"
 
@@ -437,10 +439,16 @@ class OptimizedFunction:
             )  # fmt: skip
             return record, c.decided.decisions, self._call_compiled(executable.compiled)
         calls = calls_per_sample(one_call)
-        budget_s = max(options.measure_budget_s, options.measure_budget_ratio * jit_first_s)
+        # at least time for the first look: MIN_ROUNDS rounds of jax.jit and every candidate
+        first_look_s = MIN_ROUNDS * (1 + len(correct)) * one_call * 1.25
+        budget_s = max(
+            options.measure_budget_s, options.measure_budget_ratio * jit_first_s, first_look_s
+        )
         clock = choose_clock(options.clock)
         progress(f"timing {len(correct)} candidate(s) against jax.jit (up to {budget_s:.0f} s)")
-        rule = Rule(options.min_gain, options.confidence, min_pairs=3, max_pairs=options.repeats)
+        rule = Rule(
+            options.min_gain, options.confidence, min_pairs=MIN_ROUNDS, max_pairs=options.repeats
+        )
         verdict, _, ref, measure_s = race(
             self._sampler(reference, inputs, calls, dynamic=True),
             {c.name: self._sampler(e.compiled, inputs, calls, dynamic=True) for c, e in correct},

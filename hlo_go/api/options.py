@@ -59,7 +59,10 @@ class Options:
       measure_budget_s: seconds the interleaved rounds of one signature may take...
       measure_budget_ratio: ...or this multiple of ``jax.jit``'s own first call
         (lowering and compile), when that is longer: a function slow to compile is
-        usually slow to run, and needs longer for the same number of rounds.
+        usually slow to run, and needs longer for the same number of rounds. The budget
+        is never shorter than the three rounds the rule needs before it first looks
+        (``jax.jit`` and every candidate three times), so a long training step is judged
+        on a few rounds rather than on none.
       compile_budget_ratio: candidates are compiled, in order, until their lowering and
         compiles took this multiple of ``jax.jit``'s compile (the first one always is).
       min_call_s: a function whose ``jax.jit`` call takes less than this (seconds) is too
