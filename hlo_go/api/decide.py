@@ -1,7 +1,10 @@
 """The decisions :func:`hlo_go.jit` lowers: from a GO policy, a baseline or a search.
 
-:func:`decide` turns :attr:`Options.policy` into :class:`~hlo_go.decisions.Decisions`
-for a program's pre-fusion graph (:attr:`hlo_go.xla.Program.graph`):
+:func:`candidates` makes every candidate of :attr:`Options.candidates` for a program's
+pre-fusion graph (:attr:`hlo_go.xla.Program.graph`): each baseline heuristic named there
+(its fusion, lowered with XLA's own order), and ``"policy"``: :func:`decide` on
+:attr:`Options.policy`. :func:`decide` turns that into
+:class:`~hlo_go.decisions.Decisions`:
 
 * a shipped policy name or a checkpoint path: the policy zero-shot
   (:func:`hlo_go.rl.infer`, best of greedy and ``samples`` samples) or fine-tuned
@@ -12,14 +15,24 @@ for a program's pre-fusion graph (:attr:`hlo_go.xla.Program.graph`):
 
 from __future__ import annotations
 
+import logging
 import time
-from typing import NamedTuple
+from collections.abc import Iterator
+from typing import Any, NamedTuple
 
 from hlo_go import methods
-from hlo_go.api.options import Options
+from hlo_go.api.options import POLICY, Options
 from hlo_go.decisions import Decisions
 from hlo_go.methods import SEARCHED
 from hlo_go.xla import Program
+
+logger = logging.getLogger(__name__)
+
+# Warm state kept for the process: loaded checkpoints by name, and the (policy, input
+# bucket) pairs whose jitted forward pass has compiled (the first forward of a bucket
+# compiles it; later graphs of that bucket reuse it).
+_CHECKPOINTS: dict[str, Any] = {}
+_COMPILED_BUCKETS: set[tuple[str, Any]] = set()
 
 
 class Decided(NamedTuple):
@@ -36,6 +49,7 @@ class Decided(NamedTuple):
     method: str
     simulated_s: float
     seconds: float
+    policy_compile_s: float = 0.0
 
 
 def is_policy(policy: str) -> bool:
@@ -52,6 +66,34 @@ def is_policy(policy: str) -> bool:
     return True
 
 
+def _checkpoint(policy: str) -> Any:
+    if policy not in _CHECKPOINTS:
+        from hlo_go.pretrained import load_policy
+
+        _CHECKPOINTS[policy] = load_policy(policy)
+    return _CHECKPOINTS[policy]
+
+
+def _bucket(checkpoint: Any, graph: Any) -> Any:
+    from hlo_go.gonet import policy_bucket
+
+    return policy_bucket(graph.num_nodes, graph.num_edges, checkpoint.config.policy)
+
+
+def method_decisions(program: Program, method: str, options: Options) -> Decisions:
+    """The decisions a named method (a :func:`hlo_go.baselines.get` name, or
+    ``"searched"``) takes for ``program``'s graph, resolved by :func:`hlo_go.methods.decide`.
+
+    Raises:
+      hlo_go.methods.UnknownMethodError: an unknown method name (the message lists the
+        known ones).
+    """
+    return methods.decide(
+        program.graph, method, cluster=options.cluster, seed=options.seed,
+        budget=options.budget or None,
+    )  # fmt: skip
+
+
 def decide(program: Program, options: Options) -> Decided:
     """Decisions for ``program``'s pre-fusion graph, as ``options.policy`` says.
 
@@ -65,14 +107,23 @@ def decide(program: Program, options: Options) -> Decided:
     began = time.perf_counter()
     cluster = get_cluster(options.cluster)
     graph = program.graph
+    compile_s = 0.0
     if is_policy(options.policy):
-        from hlo_go.pretrained import load_policy, policy_path
+        from hlo_go.pretrained import policy_path
         from hlo_go.rl import policy_decisions
 
+        checkpoint = _checkpoint(options.policy)
+        seen = (options.policy, _bucket(checkpoint, graph))
+        forward = time.perf_counter()
         decisions, _ = policy_decisions(
-            load_policy(options.policy), program.name, graph, cluster,
+            checkpoint, program.name, graph, cluster,
             samples=options.samples, finetune_steps=options.budget, seed=options.seed,
         )  # fmt: skip
+        if seen not in _COMPILED_BUCKETS and not options.budget:
+            # the first forward of this input bucket compiled the policy (once per process)
+            compile_s = time.perf_counter() - forward
+            _COMPILED_BUCKETS.add(seen)
+            logger.info("policy %s compiled for bucket %s in %.1f s", *seen, compile_s)
         method = f"policy {policy_path(options.policy).name}"
         if options.budget:
             method += f", fine-tuned {options.budget} steps"
@@ -81,13 +132,56 @@ def decide(program: Program, options: Options) -> Decided:
         else:
             method += ", zero-shot"
     else:
-        budget = options.budget or None
-        decisions = methods.decide(
-            graph, options.policy, cluster=cluster, seed=options.seed, budget=budget
-        )
+        decisions = method_decisions(program, options.policy, options)
         method = options.policy if options.policy != SEARCHED else "searched (simulated annealing)"
     simulated = float(simulate(graph, cluster, decisions).step_time)
-    return Decided(decisions, method, simulated, time.perf_counter() - began)
+    seconds = time.perf_counter() - began - compile_s
+    return Decided(decisions, method, simulated, seconds, compile_s)
+
+
+class Candidate(NamedTuple):
+    """One candidate of :func:`candidates`.
+
+    Attributes:
+      name: its name in :attr:`Options.candidates` (``"policy"`` for the policy).
+      decided: its decisions and how they were reached.
+      schedule: whether its order is imposed (else XLA keeps its own).
+    """
+
+    name: str
+    decided: Decided
+    schedule: bool
+
+
+def candidates(program: Program, options: Options) -> Iterator[Candidate | tuple[str, str]]:
+    """The candidates of ``options.candidates`` for ``program``, in order, each decided
+    only when the caller asks for the next (so a caller that stops early pays nothing
+    for the rest, e.g. the policy's one-time compile).
+
+    Yields:
+      A :class:`Candidate`, or ``(name, why it failed to decide)``.
+    """
+    from hlo_go.sim import get_cluster, simulate
+
+    names = options.candidates if "fusion" in options.tasks else (POLICY,)
+    for name in names:
+        try:
+            if name == POLICY:
+                made = Candidate(POLICY, decide(program, options), decides_order(options))
+            else:
+                began = time.perf_counter()
+                decisions = method_decisions(program, name, options)
+                simulated = float(
+                    simulate(program.graph, get_cluster(options.cluster), decisions).step_time
+                )
+                decided = Decided(decisions, name, simulated, time.perf_counter() - began)
+                made = Candidate(name, decided, False)
+        except Exception as error:  # a candidate that cannot decide is left out
+            why = f"{type(error).__name__}: {str(error).strip()[:300]}"
+            logger.info("candidate %s failed to decide: %s", name, why)
+            yield name, why
+            continue
+        yield made
 
 
 def decides_order(options: Options) -> bool:

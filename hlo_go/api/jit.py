@@ -1,32 +1,49 @@
-"""``@hlo_go.jit``: ``jax.jit`` with learned fusion and scheduling, never wrong, never slower.
+"""``@hlo_go.jit``: ``jax.jit`` with measured fusion and scheduling, never wrong, never slower.
 
 The first call of each input signature (pytree structure, shapes, dtypes, static
 values) does, in order:
 
 1. lower the function with ``jax.jit`` (errors in the function surface exactly as
-   ``jax.jit``'s);
-2. look the lowered module's fingerprint up in the disk cache (:mod:`hlo_go.api.cache`);
-3. otherwise decide fusion and schedule for the module XLA would fuse
-   (:func:`hlo_go.api.decide.decide`: a GO policy, a search or a baseline);
-4. lower the decisions into XLA's own compile (:meth:`hlo_go.xla.Program.lower`);
-5. run ours and ``jax.jit``'s executable on the same inputs and compare the outputs
-   (dtype tolerances of :func:`hlo_go.xla.outputs_match`);
-6. time both interleaved (medians) and keep ours only if it is faster by
-   ``Options.min_gain``;
-7. store the verdict (and decisions) in the cache.
+   ``jax.jit``'s) and run ``jax.jit``'s executable once: the reference outputs, on the
+   call's inputs, or on fresh finite ones when those hold NaN or infinity
+   (:mod:`hlo_go.api.inputs`);
+2. a function faster than :attr:`Options.min_call_s` a call stays with ``jax.jit``;
+3. look the lowered module's fingerprint up in the cache (:mod:`hlo_go.api.cache`); a
+   "kept" verdict from another process is re-checked by a short interleaved timing
+   (:func:`hlo_go.api.measure.recheck`) and dropped when it fails;
+4. otherwise make every candidate of :attr:`Options.candidates`
+   (:func:`hlo_go.api.decide.candidates`: the heuristics, and the policy), fuse each,
+   and compile the distinct ones in order within a compile budget
+   (:attr:`Options.compile_budget_ratio`);
+5. check each one's outputs against ``jax.jit``'s (dtype tolerances of
+   :func:`hlo_go.xla.outputs_match`): a mismatch is out;
+6. time the correct ones against ``jax.jit`` in interleaved rounds and keep the fastest
+   only when it wins by the rule of :mod:`hlo_go.api.verdict`, within the measurement
+   budget (:attr:`Options.measure_budget_s`);
+7. store the verdict (and the kept decisions) in the cache.
 
 Any failure on the way, a mismatch or a loss keeps ``jax.jit``'s executable for that
 signature, and :meth:`OptimizedFunction.explain` says why. Later calls with the
 signature go straight to the kept executable: ``jax.jit`` itself, or the
 ``jax.stages.Compiled`` of ours (both dispatch in C++); the decorator adds one
 signature lookup.
+
+Under another transformation (``jax.grad``, ``jax.vmap``, an outer ``jax.jit``) the
+function is traced, not called: there is no concrete input to check or time on, so
+``jax.jit``'s own tracing is used (the outer transformation's compile decides fusion).
+:meth:`OptimizedFunction.explain` says so once.
+
+Progress goes to ``logging.getLogger("hlo_go.api")`` (INFO), and to one line of stderr
+when it is a terminal.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
-import math
+import statistics
+import sys
 import time
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any, NamedTuple
@@ -34,22 +51,23 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from hlo_go import methods
-from hlo_go.api.cache import DecisionCache, fingerprint
-from hlo_go.api.decide import decide, decides_order
-from hlo_go.api.options import Options
+from hlo_go.api.cache import DecisionCache, fingerprint, shared_cache
+from hlo_go.api.decide import Candidate, candidates, decides_order, method_decisions
+from hlo_go.api.inputs import finite_like, has_nonfinite
+from hlo_go.api.measure import calls_per_sample, choose_clock, race, recheck
+from hlo_go.api.options import POLICY, Options
 from hlo_go.api.record import HLO_GO, JAX_JIT, Record
 from hlo_go.api.signature import Signature, resolve_static
+from hlo_go.api.verdict import KEEP, Rule, describe
 from hlo_go.decisions import Decisions
 from hlo_go.xla import Program, outputs_match
-from hlo_go.xla.timing import Timing, time_interleaved
 
 logger = logging.getLogger(__name__)
 
-# Measuring: a timed sample of a short function is several calls, about this long...
-SAMPLE_S = 0.01
-# ...and at most this many calls.
-MAX_CALLS_PER_SAMPLE = 200
+# Interleaved rounds before the keep rule first looks (hlo_go.api.verdict.Rule.min_pairs).
+MIN_ROUNDS = 3
+# The reason of every signature first seen under another transformation.
+TRACED = "called under a jax transformation (traced): jax.jit's tracing is used"
 
 
 class _Entry(NamedTuple):
@@ -57,16 +75,52 @@ class _Entry(NamedTuple):
     record: Record
 
 
-def _describe(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
-    def leaf(x: Any) -> str:
-        if hasattr(x, "shape") and hasattr(x, "dtype"):
-            return f"{jnp.dtype(x.dtype).name}{list(x.shape)}"
-        return repr(x)
+class _Progress:
+    """One line on stderr, rewritten in place, when stderr is a terminal; log lines."""
 
-    parts = [str(jax.tree.map(leaf, a)) for a in args]
-    parts += [f"{k}={jax.tree.map(leaf, v)}" for k, v in kwargs.items()]
-    text = ("(" + ", ".join(parts) + ")").replace("'", "")
-    return text if len(text) <= 300 else text[:297] + "..."
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.shown = False
+        try:
+            self.tty = sys.stderr.isatty()
+        except (AttributeError, ValueError):
+            self.tty = False
+
+    def __call__(self, message: str) -> None:
+        logger.info("hlo_go.jit(%s): %s", self.name, message)
+        if self.tty:
+            line = f"hlo_go.jit({self.name}): {message}"[:120]
+            sys.stderr.write("\r\033[K" + line)
+            sys.stderr.flush()
+            self.shown = True
+
+    def done(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+            self.shown = False
+
+
+def _leaf_text(x: Any) -> str:
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+        return f"{jnp.dtype(x.dtype).name}{list(x.shape)}"
+    return repr(x)
+
+
+def describe_call(args: tuple[Any, ...], kwargs: dict[str, Any], signature: Signature) -> str:
+    """A call's signature as text, whole: dynamic arguments as dtype[shape], static ones
+    by value (marked ``static``)."""
+    static_at = signature.static_positions(len(args))
+    parts = []
+    for i, a in enumerate(args):
+        text = str(jax.tree.map(_leaf_text, a)).replace("'", "")
+        parts.append(f"static {a!r}" if i in static_at else text)
+    for k, v in kwargs.items():
+        if k in signature.argnames:
+            parts.append(f"{k}=static {v!r}")
+        else:
+            parts.append(f"{k}={jax.tree.map(_leaf_text, v)}".replace("'", ""))
+    return "(" + ", ".join(parts) + ")"
 
 
 def _has_tracer(tree: Any) -> bool:
@@ -75,6 +129,10 @@ def _has_tracer(tree: Any) -> bool:
 
 def _copy_arrays(tree: Any) -> Any:
     return jax.tree.map(lambda x: jnp.array(x, copy=True) if isinstance(x, jax.Array) else x, tree)
+
+
+def _short(error: BaseException) -> str:
+    return f"{type(error).__name__}: {str(error).strip()[:500]}"
 
 
 class OptimizedFunction:
@@ -109,10 +167,12 @@ class OptimizedFunction:
         )
         self._signature = Signature(argnums, argnames)
         self._entries: dict[Hashable, _Entry] = {}
-        self._cache = (
-            DecisionCache(self.options.cache_dir) if self.options.cache_dir is not None else None
-        )
+        self._cache: DecisionCache = shared_cache(self.options.cache_dir)
         functools.update_wrapper(self, fun)
+
+    @property
+    def _name(self) -> str:
+        return getattr(self.fun, "__name__", type(self.fun).__name__)
 
     # -- calling ---------------------------------------------------------------------------
 
@@ -127,24 +187,28 @@ class OptimizedFunction:
         return entry.call(*args, **kwargs)
 
     def _first_call(self, key: Hashable, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Entry:
-        signature = _describe(*self._signature.dynamic(args, kwargs))
+        signature = describe_call(args, kwargs, self._signature)
         if _has_tracer((args, kwargs)):  # inside another transformation: jax.jit composes
-            record = Record(signature, JAX_JIT, "called under a jax transformation (traced)")
-            return self._keep(key, _Entry(self.jitted, record))
+            return self._keep(key, _Entry(self.jitted, Record(signature, JAX_JIT, TRACED,
+                                                              source="traced")))  # fmt: skip
+        began = time.perf_counter()
         try:
             lowered = self.jitted.lower(*args, **kwargs)
         except Exception:
             # The function itself fails to trace: let jax.jit raise exactly its error.
             return _Entry(self.jitted, Record(signature, JAX_JIT, "lowering failed"))
+        lower_s = time.perf_counter() - began
+        progress = _Progress(self._name)
         try:
-            entry = self._optimize(lowered, signature, args, kwargs)
+            entry = self._optimize(lowered, lower_s, signature, args, kwargs, progress)
         except Exception as error:  # never wrong: every failure falls back to jax.jit
-            reason = f"fell back: {type(error).__name__}: {str(error).strip()[:500]}"
-            entry = _Entry(self.jitted, Record(signature, JAX_JIT, reason))
+            entry = _Entry(self.jitted, Record(signature, JAX_JIT, f"fell back: {_short(error)}"))
+        finally:
+            progress.done()
         logger.log(
             logging.WARNING if self.options.verbose else logging.INFO,
             "hlo_go.jit(%s) %s",
-            getattr(self.fun, "__name__", self.fun),
+            self._name,
             entry.record.describe(),
         )
         return self._keep(key, entry)
@@ -166,138 +230,304 @@ class OptimizedFunction:
         )
 
     def _optimize(
-        self, lowered: Any, signature: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+        self,
+        lowered: Any,
+        lower_s: float,
+        signature: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        progress: _Progress,
     ) -> _Entry:
         options = self.options
         key = fingerprint(lowered, options.key())
-        cached = self._cache.load(key) if self._cache is not None else None
-        if cached is not None and cached[0].kept == JAX_JIT:
-            record = cached[0]._replace(signature=signature, source="cache", fingerprint=key)
-            return _Entry(self.jitted, record)
-        program = self._program(lowered)
-        if cached is not None and cached[1] is not None:
-            decisions: Decisions = cached[1]
-            base = cached[0]._replace(signature=signature, source="cache", fingerprint=key)
-        else:
-            decided = decide(program, options)
-            decisions = decided.decisions
-            base = Record(
-                signature, JAX_JIT, "", fingerprint=key, method=decided.method,
-                simulated_s=decided.simulated_s, nodes=program.graph.num_nodes,
-                decide_s=decided.seconds,
-            )  # fmt: skip
-        began = time.perf_counter()
-        fusion = decisions
-        if "fusion" not in options.tasks:
-            fusion = methods.decide(
-                program.graph, "xla-cpu-like", cluster=options.cluster, seed=options.seed
-            )
-        executable = program.lower(
-            fusion=fusion, schedule=decisions if decides_order(options) else None
-        )
-        compiled = executable.compiled
-        base = base._replace(compile_s=time.perf_counter() - began, fusions=executable.num_fusions)
-        call = self._call_compiled(compiled)
+        checked_on = "call inputs"
+        if has_nonfinite((args, kwargs)):
+            args, kwargs = finite_like((args, kwargs), seed=options.seed)
+            checked_on = "redrawn finite inputs (the call's held NaN or infinity)"
         inputs = self._inputs(lowered, args, kwargs)
-        args_a, kwargs_a = inputs()
-        want = self.jitted(*args_a, **kwargs_a)  # also compiles jax.jit's: the fallback
-        args_b, kwargs_b = self._signature.dynamic(*inputs())
-        got = compiled(*args_b, **kwargs_b)
-        correct, mismatch = outputs_match(got, want)
-        base = base._replace(correct=correct)
-        if not correct:
-            record = base._replace(kept=JAX_JIT, reason=f"outputs differ from jax.jit: {mismatch}")
-        elif base.source == "cache":
+        progress("compiling jax.jit's executable (the reference)")
+        began = time.perf_counter()
+        # jax.jit's executable, held here: compiling candidates clears JAX's caches
+        # (hlo_go.xla.hlo_hook), and the reference and the fallback must not recompile.
+        reference = lowered.compile()
+        a, k = self._signature.dynamic(*inputs())
+        want = jax.block_until_ready(reference(*a, **k))
+        jit_first_s = lower_s + time.perf_counter() - began
+        fallback = self._call_compiled(reference)
+        base = Record(signature, JAX_JIT, "", fingerprint=key, checked_on=checked_on)
+        one_call = self._one_call_s(reference, inputs)
+        if options.measure and one_call < options.min_call_s:
             record = base._replace(
-                kept=HLO_GO, reason="decisions and verdict from the cache; outputs checked again"
+                jit_time_s=one_call,
+                reason=f"too fast to time reliably: jax.jit takes {one_call * 1e6:.1f} us a "
+                f"call, below Options.min_call_s ({options.min_call_s * 1e6:.0f} us)",
             )
-        elif options.measure:
-            record = self._measured(base, compiled, inputs)
+            self._cache.store(key, record, None)
+            return _Entry(fallback, record)
+        cached = self._cache.load(key)
+        dropped = ""
+        if cached is not None:
+            entry, dropped = self._from_cache(key, cached, lowered, signature, inputs, want,
+                                              one_call, reference, progress)  # fmt: skip
+            if entry is not None:
+                return entry
+        record, decisions, call = self._decide(
+            lowered, base, inputs, want, jit_first_s, one_call, reference, progress
+        )
+        if dropped:
+            record = record._replace(reason=f"{record.reason}; {dropped}")
+        if record.correct is not None:  # failures to decide or lower are decided again
+            self._cache.store(key, record, decisions if record.kept == HLO_GO else None)
+        return _Entry(call if record.kept == HLO_GO else fallback, record)
+
+    def _one_call_s(self, reference: Any, inputs: Callable[[], Any]) -> float:
+        """``jax.jit``'s executable's time a call (the least of a few calls)."""
+        best = float("inf")
+        for _ in range(3):
+            a, k = self._signature.dynamic(*inputs())
+            began = time.perf_counter()
+            jax.block_until_ready(reference(*a, **k))
+            best = min(best, time.perf_counter() - began)
+        return best
+
+    def _lower(self, program: Program, decisions: Decisions, schedule: bool) -> tuple[Any, Any]:
+        """``(fused module, executable)`` of decisions (a cached verdict's)."""
+        options = self.options
+        if "fusion" in options.tasks:
+            module, _ = program.fused_module(decisions, cluster=options.cluster, seed=options.seed)
         else:
-            record = base._replace(
-                kept=HLO_GO, reason="outputs match; not measured (measure=False)"
+            fusion = method_decisions(program, "xla-cpu-like", options)
+            module, _ = program.fused_module(fusion, cluster=options.cluster, seed=options.seed)
+        executable = program.lower(
+            fusion=module,
+            schedule=decisions if schedule else None,
+            cluster=options.cluster,
+            seed=options.seed,
+        )
+        return module, executable
+
+    def _check(self, executable: Any, inputs: Callable[[], Any], want: Any) -> tuple[bool, str]:
+        a, k = self._signature.dynamic(*inputs())
+        got = executable.compiled(*a, **k)
+        return outputs_match(got, want)
+
+    def _from_cache(
+        self,
+        key: str,
+        cached: tuple[Record, Decisions | None],
+        lowered: Any,
+        signature: str,
+        inputs: Callable[[], Any],
+        want: Any,
+        one_call: float,
+        reference: Any,
+        progress: _Progress,
+    ) -> tuple[_Entry | None, str]:
+        """A cached verdict, re-checked: ``(entry, "")``, or ``(None, why it was dropped)``."""
+        record, decisions = cached
+        record = record._replace(signature=signature, source="cache", fingerprint=key)
+        if record.kept == JAX_JIT:
+            return _Entry(self._call_compiled(reference), record), ""
+        if decisions is None:
+            return None, "cached verdict had no decisions: decided again"
+        progress(f"re-checking the cached verdict ({record.candidate})")
+        program = self._program(lowered)
+        schedule = record.candidate == POLICY and decides_order(self.options)
+        _, executable = self._lower(program, decisions, schedule)
+        correct, mismatch = self._check(executable, inputs, want)
+        if not correct:
+            self._cache.drop(key)
+            return None, f"cached verdict dropped: outputs differ from jax.jit ({mismatch})"
+        call = self._call_compiled(executable.compiled)
+        if not self.options.measure or self._cache.remembered(key):
+            return _Entry(call, record._replace(
+                kept=HLO_GO, reason="decisions and verdict from the cache; outputs checked again"
+            )), ""  # fmt: skip
+        calls = calls_per_sample(one_call)
+        passed, estimate, rounds = recheck(
+            self._sampler(reference, inputs, calls, dynamic=True),
+            self._sampler(executable.compiled, inputs, calls, dynamic=True),
+            budget_s=self.options.confirm_budget_s,
+            clock=choose_clock(self.options.clock),
+            calls=calls,
+        )
+        seen = f"{describe(estimate)} over {rounds} rounds"
+        if not passed:
+            self._cache.drop(key)
+            return (
+                None,
+                f"a cached verdict for {record.candidate} was dropped: re-check measured {seen}",
             )
-        if self._cache is not None and record.source == "decided":
-            kept_decisions = decisions if record.kept == HLO_GO else None
-            self._cache.store(key, record, kept_decisions)
-        return _Entry(call if record.kept == HLO_GO else self.jitted, record)
+        self._cache.store(key, record, decisions)  # remembered: not re-checked again here
+        return _Entry(call, record._replace(
+            kept=HLO_GO, reason=f"cached verdict re-confirmed ({seen}); outputs checked again"
+        )), ""  # fmt: skip
+
+    def _decide(
+        self,
+        lowered: Any,
+        base: Record,
+        inputs: Callable[[], Any],
+        want: Any,
+        jit_first_s: float,
+        one_call: float,
+        reference: Any,
+        progress: _Progress,
+    ) -> tuple[Record, Decisions | None, Callable[..., Any]]:
+        options = self.options
+        program = self._program(lowered)
+        progress("capturing the pre-fusion graph")
+        nodes = program.graph.num_nodes
+        progress(f"deciding {len(options.candidates)} candidates for {nodes} nodes")
+        outcome: dict[str, str] = {}
+        decide_s = policy_compile_s = compile_s = 0.0
+        compile_budget = options.compile_budget_ratio * jit_first_s
+        seen: dict[str, str] = {}
+        correct: list[tuple[Candidate, Any]] = []
+        any_differ = False
+        for c in candidates(program, options):
+            if correct and (compile_s >= compile_budget or not options.measure):
+                break  # the rest are not even decided
+            if not isinstance(c, Candidate):
+                outcome[c[0]] = f"failed to decide ({c[1]})"
+                continue
+            decide_s += c.decided.seconds
+            policy_compile_s += c.decided.policy_compile_s
+            progress(f"lowering candidate {c.name}")
+            began = time.perf_counter()
+            try:
+                module, executable = self._lower_distinct(program, c, seen)
+            except Exception as error:
+                outcome[c.name] = f"failed to lower ({_short(error)[:200]})"
+                continue
+            finally:
+                compile_s += time.perf_counter() - began
+            if executable is None:
+                outcome[c.name] = f"same fusion as {module}"
+                continue
+            ok, mismatch = self._check(executable, inputs, want)
+            if not ok:
+                outcome[c.name] = f"outputs differ from jax.jit ({mismatch})"
+                any_differ = True
+                continue
+            outcome[c.name] = f"{executable.num_fusions} fusions, outputs match"
+            correct.append((c, executable))
+        for name in options.candidates:
+            outcome.setdefault(name, "not decided (compile budget spent)")
+        base = base._replace(
+            nodes=nodes, decide_s=decide_s, policy_compile_s=policy_compile_s,
+            method=", ".join(c.decided.method for c, _ in correct),
+        )  # fmt: skip
+        # correct: None when nothing was checked (failures), False when outputs differed
+        base = base._replace(
+            compile_s=compile_s, correct=True if correct else (False if any_differ else None)
+        )
+        summary = lambda: "; ".join(f"{n}: {o}" for n, o in outcome.items())  # noqa: E731
+        if not correct:
+            reason = "no candidate lowered with outputs matching jax.jit"
+            if any("differ" in o for o in outcome.values()):
+                reason = "outputs differ from jax.jit for every candidate lowered"
+            reason = f"fell back: {reason} ({summary()})"
+            return (
+                base._replace(candidates=summary(), reason=reason),
+                None,
+                self._call_compiled(reference),
+            )
+        if not options.measure:
+            c, executable = correct[0]
+            record = base._replace(
+                kept=HLO_GO, candidate=c.name, method=c.decided.method,
+                simulated_s=c.decided.simulated_s, fusions=executable.num_fusions,
+                candidates=summary(), reason="outputs match; not measured (measure=False)",
+            )  # fmt: skip
+            return record, c.decided.decisions, self._call_compiled(executable.compiled)
+        calls = calls_per_sample(one_call)
+        # at least time for the first look: MIN_ROUNDS rounds of jax.jit and every candidate
+        first_look_s = MIN_ROUNDS * (1 + len(correct)) * one_call * 1.25
+        budget_s = max(
+            options.measure_budget_s, options.measure_budget_ratio * jit_first_s, first_look_s
+        )
+        clock = choose_clock(options.clock)
+        progress(f"timing {len(correct)} candidate(s) against jax.jit (up to {budget_s:.0f} s)")
+        rule = Rule(
+            options.min_gain, options.confidence, min_pairs=MIN_ROUNDS, max_pairs=options.repeats
+        )
+        verdict, _, ref, measure_s = race(
+            self._sampler(reference, inputs, calls, dynamic=True),
+            {c.name: self._sampler(e.compiled, inputs, calls, dynamic=True) for c, e in correct},
+            rule, budget_s=budget_s, clock=clock, calls=calls,
+        )  # fmt: skip
+        for name, e in verdict.estimates.items():
+            outcome[name] += f", {describe(e)}"
+        best = verdict.best or correct[0][0].name
+        c, executable = next((c, e) for c, e in correct if c.name == best)
+        estimate = verdict.estimates[best]
+        record = base._replace(
+            candidate=best, method=c.decided.method, simulated_s=c.decided.simulated_s,
+            fusions=executable.num_fusions, candidates=summary(),
+            jit_time_s=statistics.median(ref),
+            hlo_go_time_s=statistics.median(ref) / estimate.speedup,
+            speedup_lower=estimate.lower, rounds=len(ref), clock=clock, measure_s=measure_s,
+        )  # fmt: skip
+        if verdict.state == KEEP:
+            record = record._replace(kept=HLO_GO, reason=f"outputs match and {verdict.reason}")
+            return record, c.decided.decisions, self._call_compiled(executable.compiled)
+        fallback = self._call_compiled(reference)
+        return record._replace(reason=f"jax.jit kept: {verdict.reason}"), None, fallback
+
+    def _lower_distinct(
+        self, program: Program, candidate: Candidate, seen: dict[str, str]
+    ) -> tuple[Any, Any]:
+        """``(module, executable)`` of a candidate, or ``(name, None)`` when an earlier
+        candidate ``name`` fused the module identically (and ordered it alike)."""
+        options = self.options
+        decisions = candidate.decided.decisions
+        if "fusion" in options.tasks:
+            module, _ = program.fused_module(decisions, cluster=options.cluster, seed=options.seed)
+        else:
+            fusion = method_decisions(program, "xla-cpu-like", options)
+            module, _ = program.fused_module(fusion, cluster=options.cluster, seed=options.seed)
+        digest = hashlib.sha256(module.to_text().encode())
+        if candidate.schedule:
+            digest.update(decisions.schedule_priority.tobytes())
+        if digest.hexdigest() in seen:
+            return seen[digest.hexdigest()], None
+        seen[digest.hexdigest()] = candidate.name
+        executable = program.lower(
+            fusion=module,
+            schedule=decisions if candidate.schedule else None,
+            cluster=options.cluster,
+            seed=options.seed,
+        )
+        return module, executable
 
     def _inputs(
         self, lowered: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Callable[[], tuple[tuple[Any, ...], dict[str, Any]]]:
-        """Inputs for checking and timing calls: the caller's own arrays, or fresh copies
-        of them when any is donated (the caller's must survive until the real call)."""
+        """Inputs for checking and timing calls: the given arrays, or fresh copies of
+        them when any is donated (the caller's must survive until the real call)."""
         donated = any(info.donated for info in jax.tree.leaves(lowered.args_info))
         if not donated:
             return lambda: (args, kwargs)
         return lambda: (_copy_arrays(args), _copy_arrays(kwargs))
 
-    def _measured(self, base: Record, compiled: Any, inputs: Callable[[], Any]) -> Record:
-        """Times ours and jax.jit's interleaved, twice; ours is kept only if both rounds
-        find it faster by ``min_gain`` (a noisy host must not make a loss look like a win).
+    def _sampler(
+        self, fn: Callable[..., Any], inputs: Callable[[], Any], calls: int, *, dynamic: bool
+    ) -> Callable[[], Any]:
+        """One timed sample: ``calls`` calls of ``fn`` (static arguments dropped for a
+        compiled executable), blocking on the last."""
+        split = self._signature.dynamic
 
-        Each round times ``options.repeats`` samples of each; for a short function a
-        sample is several calls in a row (about 10 ms of work, at most 200 calls), so the
-        clock's and the collector's overheads do not swamp the difference.
-        """
-        options = self.options
-        a, k = inputs()  # jax.jit's executable is warm: it ran for the output check
-        began = time.perf_counter()
-        jax.block_until_ready(self.jitted(*a, **k))
-        one_call = max(time.perf_counter() - began, 1e-7)
-        calls = max(1, min(MAX_CALLS_PER_SAMPLE, math.ceil(SAMPLE_S / one_call)))
-        samples = options.repeats
+        def run() -> Any:
+            out = None
+            for _ in range(calls):
+                a, k = inputs()
+                if dynamic:
+                    a, k = split(a, k)
+                out = fn(*a, **k)
+            return jax.block_until_ready(out)
 
-        def one_round() -> tuple[Timing, Timing]:
-            ours = [self._signature.dynamic(*inputs()) for _ in range((samples + 2) * calls)]
-            theirs = [inputs() for _ in range((samples + 2) * calls)]
-
-            def run_ours() -> Any:
-                out = None
-                for _ in range(calls):
-                    a, k = ours.pop()
-                    out = compiled(*a, **k)
-                return jax.block_until_ready(out)
-
-            def run_jit() -> Any:
-                out = None
-                for _ in range(calls):
-                    a, k = theirs.pop()
-                    out = self.jitted(*a, **k)
-                return jax.block_until_ready(out)
-
-            t = time_interleaved({JAX_JIT: run_jit, HLO_GO: run_ours}, repeats=samples, warmup=2)
-            return (
-                Timing(JAX_JIT, tuple(x / calls for x in t[JAX_JIT].samples)),
-                Timing(HLO_GO, tuple(x / calls for x in t[HLO_GO].samples)),
-            )
-
-        def wins(jit_t: Timing, ours_t: Timing) -> bool:
-            return ours_t.median <= jit_t.median * (1 - options.min_gain)
-
-        jit_t, ours_t = one_round()
-        rounds = 1
-        if wins(jit_t, ours_t):
-            jit_2, ours_2 = one_round()
-            rounds = 2
-            confirmed = wins(jit_2, ours_2)
-            jit_t = Timing(JAX_JIT, jit_t.samples + jit_2.samples)
-            ours_t = Timing(HLO_GO, ours_t.samples + ours_2.samples)
-        else:
-            confirmed = False
-        jit_s, ours_s = jit_t.median, ours_t.median
-        record = base._replace(jit_time_s=jit_s, hlo_go_time_s=ours_s)
-        timed = f"{rounds} round(s) of {samples} interleaved samples of {calls} call(s)"
-        if confirmed:
-            return record._replace(
-                kept=HLO_GO,
-                reason=f"outputs match and {jit_s / ours_s:.3f}x faster than jax.jit ({timed})",
-            )
-        return record._replace(
-            kept=JAX_JIT,
-            reason=f"outputs match but not faster than jax.jit by {options.min_gain:.0%} in "
-            f"every round ({jit_s / ours_s:.3f}x over {timed})",
-        )
+        return run
 
     def _call_compiled(self, compiled: Any) -> Callable[..., Any]:
         if not self._signature.argnums and not self._signature.argnames:
@@ -318,12 +548,32 @@ class OptimizedFunction:
         return [entry.record for entry in self._entries.values()]
 
     def explain(self) -> str:
-        """What was decided, measured and kept for each input signature, and why."""
-        name = getattr(self.fun, "__name__", repr(self.fun))
+        """What was decided, measured and kept for each input signature, and why.
+
+        One block per signature as shown (calls whose keys differ only in what the text
+        does not show, e.g. numpy and jax arrays of one shape, share the first one's);
+        signatures first seen under another transformation are summarized in one line.
+        """
         if not self._entries:
-            return f"hlo_go.jit({name}): not called yet"
-        body = "\n".join(r.describe() for r in self.records)
-        return f"hlo_go.jit({name}) with {self.options.policy!r}:\n{body}"
+            return f"hlo_go.jit({self._name}): not called yet"
+        shown: dict[str, Record] = {}
+        traced = 0
+        for record in self.records:
+            if record.source == "traced":
+                traced += 1
+            else:
+                shown.setdefault(record.signature, record)
+        blocks = [record.describe() for record in shown.values()]
+        if traced:
+            blocks.append(
+                f"{traced} signature(s) seen under another transformation (jax.grad, "
+                "jax.vmap, an outer jax.jit): traced, not called, so jax.jit's own tracing "
+                "is used and the outer compile decides fusion"
+            )
+        head = f"hlo_go.jit({self._name}), candidates {', '.join(self.options.candidates)}"
+        if POLICY in self.options.candidates:
+            head += f" (policy {self.options.policy!r})"
+        return head + ":\n" + "\n".join(blocks)
 
     def executable_for(self, *args: Any, **kwargs: Any) -> Callable[..., Any]:
         """What calls with these arguments' signature run (deciding first if needed):
@@ -337,6 +587,14 @@ class OptimizedFunction:
         """``jax.jit(fun).lower(...)``: the unoptimized lowering, as with ``jax.jit``."""
         return self.jitted.lower(*args, **kwargs)
 
+    def trace(self, *args: Any, **kwargs: Any) -> Any:
+        """``jax.jit(fun).trace(...)``: the traced function, as with ``jax.jit``."""
+        return self.jitted.trace(*args, **kwargs)
+
+    def eval_shape(self, *args: Any, **kwargs: Any) -> Any:
+        """``jax.jit(fun).eval_shape(...)``: output shapes and dtypes, nothing compiled."""
+        return self.jitted.eval_shape(*args, **kwargs)
+
     def clear_cache(self) -> None:
         """Forgets this process's decisions (the disk cache stays)."""
         self._entries.clear()
@@ -346,7 +604,7 @@ class OptimizedFunction:
         return self if instance is None else functools.partial(self, instance)
 
     def __repr__(self) -> str:
-        return f"hlo_go.jit({getattr(self.fun, '__name__', self.fun)!r}, {self.options!r})"
+        return f"<hlo_go.jit of {self._name}>"
 
 
 def jit(

@@ -25,8 +25,21 @@ class Record(NamedTuple):
       simulated_s: the simulator's step time of the decisions on the options' cluster.
       fusions: fusion kernels in our compiled executable (None: not lowered).
       nodes: nodes of the pre-fusion graph decided for (None: not built).
-      decide_s: seconds spent deciding (policy, search or baseline).
-      compile_s: seconds spent lowering and compiling ours.
+      decide_s: seconds spent deciding every candidate (policy, heuristics, legality),
+        without the policy's one-time compile.
+      compile_s: seconds spent lowering and compiling the candidates.
+      candidate: the candidate kept, or the best measured (a name of
+        :attr:`Options.candidates`).
+      candidates: what happened to each candidate, one ``name: outcome`` per ``; ``.
+      speedup_lower: lower confidence bound of the speedup (None: not measured).
+      rounds: interleaved timing rounds run.
+      clock: ``"cpu"`` or ``"wall"`` (None: not measured).
+      measure_s: seconds spent timing.
+      policy_compile_s: seconds of the policy's one-time compile in this process that
+        fell on this signature (0: none).
+      kept_decisions: the cache holds decisions for this entry.
+      checked_on: ``"call inputs"``, or ``"redrawn finite inputs"`` when the call's held
+        NaN or infinity.
     """
 
     signature: str
@@ -43,6 +56,15 @@ class Record(NamedTuple):
     nodes: int | None = None
     decide_s: float | None = None
     compile_s: float | None = None
+    candidate: str = ""
+    candidates: str = ""
+    speedup_lower: float | None = None
+    rounds: int = 0
+    clock: str | None = None
+    measure_s: float | None = None
+    policy_compile_s: float = 0.0
+    kept_decisions: bool = False
+    checked_on: str = ""
 
     @property
     def speedup(self) -> float | None:
@@ -60,23 +82,32 @@ class Record(NamedTuple):
         lines = [f"signature {self.signature}: kept {self.kept} ({self.source})"]
         if self.method:
             lines.append(f"  decided by: {self.method}")
+        if self.candidates:
+            lines.append(f"  candidates: {self.candidates}")
         if self.nodes is not None:
             lines.append(f"  pre-fusion graph: {self.nodes} nodes")
         if self.simulated_s is not None:
             lines.append(f"  simulated step: {self.simulated_s * 1e3:.4g} ms")
         if self.fusions is not None:
             lines.append(f"  lowered: {self.fusions} fusion kernels; outputs match jax.jit: "
-                         f"{self.correct}")  # fmt: skip
+                         f"{self.correct}" + (f" (on {self.checked_on})" if self.checked_on
+                                              else ""))  # fmt: skip
         if self.jit_time_s is not None and self.hlo_go_time_s is not None:
             lines.append(
                 f"  measured: jax.jit {self.jit_time_s * 1e6:.1f} us, hlo-go "
-                f"{self.hlo_go_time_s * 1e6:.1f} us (speedup {self.speedup:.3f}x)"
+                f"{self.hlo_go_time_s * 1e6:.1f} us (speedup {self.speedup:.3f}x"
+                + (f", lower bound {self.speedup_lower:.3f}x" if self.speedup_lower else "")
+                + f"; {self.rounds} interleaved rounds, {self.clock} clock)"
             )
         timing = []
         if self.decide_s is not None:
             timing.append(f"decide {self.decide_s:.2f} s")
+        if self.policy_compile_s:
+            timing.append(f"policy compile {self.policy_compile_s:.2f} s (once per process)")
         if self.compile_s is not None:
             timing.append(f"lower+compile {self.compile_s:.2f} s")
+        if self.measure_s is not None:
+            timing.append(f"measure {self.measure_s:.2f} s")
         if timing:
             lines.append("  cost: " + ", ".join(timing))
         lines.append(f"  why: {self.reason}")

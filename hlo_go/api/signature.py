@@ -74,7 +74,8 @@ class Signature:
         self.argnums = argnums
         self.argnames = frozenset(argnames)
 
-    def _static_positions(self, count: int) -> frozenset[int]:
+    def static_positions(self, count: int) -> frozenset[int]:
+        """The positions of the static arguments in a call of ``count`` positional ones."""
         return frozenset(n if n >= 0 else count + n for n in self.argnums)
 
     def key(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Hashable:
@@ -86,7 +87,7 @@ class Signature:
         if not self.argnums and not self.argnames:
             leaves, tree = jax.tree_util.tree_flatten((args, kwargs))
             return tree, tuple(map(_leaf_key, leaves))
-        static_at = self._static_positions(len(args))
+        static_at = self.static_positions(len(args))
         static = tuple(a for i, a in enumerate(args) if i in static_at)
         static_kw = tuple(sorted((k, v) for k, v in kwargs.items() if k in self.argnames))
         dynamic = tuple(a for i, a in enumerate(args) if i not in static_at)
@@ -102,7 +103,7 @@ class Signature:
         """The arguments an AOT-compiled executable takes: static ones dropped."""
         if not self.argnums and not self.argnames:
             return args, kwargs
-        static_at = self._static_positions(len(args))
+        static_at = self.static_positions(len(args))
         return (
             tuple(a for i, a in enumerate(args) if i not in static_at),
             {k: v for k, v in kwargs.items() if k not in self.argnames},

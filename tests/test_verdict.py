@@ -1,0 +1,142 @@
+"""The keep/drop rule of ``@hlo_go.jit`` (:mod:`hlo_go.api.verdict`) on synthetic timings:
+noisy ties are never kept, clear wins are, slow candidates are dropped early, the budget
+stops the race. No timing is measured here."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from hlo_go.api.verdict import (
+    CONTINUE,
+    DROP,
+    KEEP,
+    Rule,
+    confirm,
+    confirm_final,
+    estimate,
+    judge,
+    log_ratios,
+)
+
+RULE = Rule(min_gain=0.02, confidence=0.99, min_pairs=3, max_pairs=40)
+
+
+def race(
+    speedups: dict[str, float],
+    *,
+    noise: float,
+    seed: int,
+    rule: Rule = RULE,
+    round_s: float = 0.1,
+    budget_s: float = math.inf,
+    drift: float = 0.0,
+):
+    """Runs :func:`judge` round by round on lognormal samples: candidate ``c`` takes
+    ``1 / speedups[c]`` of jax.jit's time; ``drift`` scales a whole round alike (a
+    shared host's slow minutes), ``noise`` is each sample's own log-sd."""
+    rng = np.random.default_rng(seed)
+    reference: list[float] = []
+    samples: dict[str, list[float]] = {c: [] for c in speedups}
+    alive = list(speedups)
+    elapsed = 0.0
+    while True:
+        level = math.exp(rng.normal(0, drift)) if drift else 1.0
+        reference.append(level * math.exp(rng.normal(0, noise)))
+        for c in speedups:
+            samples[c].append(level / speedups[c] * math.exp(rng.normal(0, noise)))
+        elapsed += round_s
+        verdict = judge(
+            reference,
+            {c: samples[c] for c in alive},
+            rule,
+            elapsed_s=elapsed,
+            budget_s=budget_s,
+            next_round_s=round_s,
+            comparisons=len(speedups),
+        )
+        alive = list(verdict.alive)
+        if verdict.state != CONTINUE:
+            return verdict, len(reference), elapsed
+
+
+@pytest.mark.parametrize("noise", [0.02, 0.1, 0.3])
+def test_noisy_ties_are_never_kept(noise):
+    for seed in range(60):
+        verdict, _, _ = race({"a": 1.0, "b": 1.0, "c": 1.0}, noise=noise, seed=seed, drift=0.2)
+        assert verdict.state == DROP, (seed, verdict.reason)
+
+
+def test_a_gain_smaller_than_min_gain_is_not_kept():
+    for seed in range(40):
+        verdict, _, _ = race({"a": 1.01}, noise=0.01, seed=seed)
+        assert verdict.state == DROP, (seed, verdict.reason)
+
+
+def test_clear_wins_are_kept_and_the_fastest_is_chosen():
+    for seed in range(30):
+        verdict, rounds, _ = race(
+            {"slow": 0.8, "good": 1.3, "best": 1.6}, noise=0.05, seed=seed, drift=0.2
+        )
+        assert verdict.state == KEEP, (seed, verdict.reason)
+        assert verdict.best == "best"
+        assert rounds <= 10  # a clear win is decided in a few rounds
+
+
+def test_rounds_adapt_to_the_noise():
+    quiet = [race({"a": 1.3}, noise=0.005, seed=s)[1] for s in range(10)]
+    noisy = [race({"a": 1.3}, noise=0.15, seed=s)[1] for s in range(10)]
+    assert max(quiet) == RULE.min_pairs
+    assert np.median(noisy) > np.median(quiet)
+
+
+def test_slow_candidates_are_dropped_early():
+    verdict, rounds, _ = race({"a": 0.7, "b": 0.75}, noise=0.05, seed=0)
+    assert verdict.state == DROP and rounds <= RULE.looks()[1]
+    assert "cannot" in verdict.reason or "can be" in verdict.reason
+
+
+def test_the_budget_is_respected():
+    budget = 1.0
+    for seed in range(20):
+        # a real but small gain under heavy noise: undecided until the budget ends
+        verdict, _, elapsed = race({"a": 1.05}, noise=0.4, seed=seed, round_s=0.3, budget_s=budget)
+        assert elapsed <= budget
+        if verdict.state == DROP and "budget" in verdict.reason:
+            assert verdict.best == "a"
+
+
+def test_max_pairs_ends_an_undecided_race():
+    rule = Rule(min_gain=0.0, min_pairs=3, max_pairs=6)
+    verdict, rounds, _ = race({"a": 1.0}, noise=0.2, seed=3, rule=rule)
+    assert rounds <= 6 and verdict.state == DROP
+
+
+def test_estimate_bounds_and_validation():
+    e = estimate([2.0, 2.0, 2.0, 2.1], [1.0, 1.0, 1.0, 1.05], confidence=0.95)
+    assert e.speedup == pytest.approx(2.0) and e.lower == pytest.approx(2.0)
+    one = estimate([2.0], [1.0], confidence=0.95)
+    assert one.lower == 0.0 and one.upper == math.inf and one.pairs == 1
+    assert log_ratios([2.0], [1.0])[0] == pytest.approx(math.log(2))
+    with pytest.raises(ValueError, match="length"):
+        log_ratios([1.0, 2.0], [1.0])
+    with pytest.raises(ValueError, match="positive"):
+        log_ratios([0.0], [1.0])
+    with pytest.raises(ValueError, match="min_pairs"):
+        Rule(min_pairs=1)
+
+
+def test_confirm_passes_a_real_win_and_fails_a_slower_executable():
+    rng = np.random.default_rng(0)
+    jit = np.exp(rng.normal(0, 0.05, 5))
+    faster = jit / 1.3 * np.exp(rng.normal(0, 0.02, 5))
+    slower = jit * 1.3 * np.exp(rng.normal(0, 0.02, 5))
+    assert confirm(jit, faster)[0] is True
+    assert confirm(jit, slower)[0] is False
+    assert confirm(jit[:2], slower[:2])[0] is None  # fewer than min_pairs: undecided
+    tie = jit * np.exp(rng.normal(0, 0.05, 5))
+    passed, e = confirm(jit, tie)
+    assert passed is None or passed is False or e.lower > 1.0
+    assert not confirm_final(estimate(jit, slower, confidence=0.9))
