@@ -292,19 +292,17 @@ class OptimizedFunction:
 
     def _lower(self, program: Program, decisions: Decisions, schedule: bool) -> tuple[Any, Any]:
         """``(fused module, executable)`` of decisions (a cached verdict's)."""
-        options = self.options
-        if "fusion" in options.tasks:
-            module, _ = program.fused_module(decisions, cluster=options.cluster, seed=options.seed)
-        else:
-            fusion = method_decisions(program, "xla-cpu-like", options)
-            module, _ = program.fused_module(fusion, cluster=options.cluster, seed=options.seed)
-        executable = program.lower(
-            fusion=module,
-            schedule=decisions if schedule else None,
-            cluster=options.cluster,
-            seed=options.seed,
-        )
+        module = self._fused(program, decisions)
+        executable = program.lower(fusion=module, schedule=decisions if schedule else None)
         return module, executable
+
+    def _fused(self, program: Program, decisions: Decisions) -> Any:
+        """The pre-fusion module fused by ``decisions`` (by ``xla-cpu-like`` when fusion is
+        not among ``Options.tasks``)."""
+        if "fusion" not in self.options.tasks:
+            decisions = method_decisions(program, "xla-cpu-like", self.options)
+        module, _ = program.fused_module(decisions)
+        return module
 
     def _check(self, executable: Any, inputs: Callable[[], Any], want: Any) -> tuple[bool, str]:
         a, k = self._signature.dynamic(*inputs())
@@ -480,13 +478,8 @@ class OptimizedFunction:
     ) -> tuple[Any, Any]:
         """``(module, executable)`` of a candidate, or ``(name, None)`` when an earlier
         candidate ``name`` fused the module identically (and ordered it alike)."""
-        options = self.options
         decisions = candidate.decided.decisions
-        if "fusion" in options.tasks:
-            module, _ = program.fused_module(decisions, cluster=options.cluster, seed=options.seed)
-        else:
-            fusion = method_decisions(program, "xla-cpu-like", options)
-            module, _ = program.fused_module(fusion, cluster=options.cluster, seed=options.seed)
+        module = self._fused(program, decisions)
         digest = hashlib.sha256(module.to_text().encode())
         if candidate.schedule:
             digest.update(decisions.schedule_priority.tobytes())
@@ -494,10 +487,7 @@ class OptimizedFunction:
             return seen[digest.hexdigest()], None
         seen[digest.hexdigest()] = candidate.name
         executable = program.lower(
-            fusion=module,
-            schedule=decisions if candidate.schedule else None,
-            cluster=options.cluster,
-            seed=options.seed,
+            fusion=module, schedule=decisions if candidate.schedule else None
         )
         return module, executable
 
