@@ -13,6 +13,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from hlo_go.api.cache import cpu_model
+
 
 def host_info() -> dict[str, Any]:
     """What machine and software a result was measured on."""
@@ -24,7 +26,7 @@ def host_info() -> dict[str, Any]:
         "hostname": platform.node(),
         "platform": platform.platform(),
         "machine": platform.machine(),
-        "processor": _cpu_model() or platform.processor(),
+        "processor": cpu_model(),
         "cpu_count": os.cpu_count(),
         "cpus_usable": affinity,
         "memory_gib": memory_gib(),
@@ -44,17 +46,6 @@ def versions() -> dict[str, str]:
         "jaxlib": jaxlib.__version__,
         "numpy": numpy.__version__,
     }
-
-
-def _cpu_model() -> str | None:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return None
 
 
 def memory_gib() -> float | None:

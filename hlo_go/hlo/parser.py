@@ -43,7 +43,7 @@ from hlo_go.hlo.ir import (
 )
 from hlo_go.hlo.opcodes import COMPUTATION_ATTRIBUTES, OPCODE_ARITY
 from hlo_go.hlo.shape import ARRAY_DTYPES, SPECIAL_DTYPES, Shape, ShapeSyntaxError, parse_shape_at
-from hlo_go.hlo.source import remember_source
+from hlo_go.hlo.source import located_message, remember_source
 
 
 class HloParseError(ValueError, HloGoError):
@@ -63,14 +63,11 @@ class HloParseError(ValueError, HloGoError):
         self.column = column
         self.filename = filename
         self.reason = reason
-        shown = source_line.rstrip("\n")
-        caret_col = column - 1
-        if len(shown) > 160:  # keep long lines readable: show a window around the column
-            start = max(0, caret_col - 80)
-            shown = ("..." if start else "") + shown[start : start + 160] + "..."
-            caret_col = caret_col - start + (3 if start else 0)
-        where = f"{filename or '<hlo>'}:{line}:{column}"
-        super().__init__(f"{where}: {reason}\n    {shown}\n    {' ' * caret_col}^")
+        super().__init__(
+            located_message(
+                reason, filename=filename, line=line, column=column, source_line=source_line
+            )
+        )
 
 
 # ---------------------------------------------------------------------------
