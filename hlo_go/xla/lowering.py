@@ -70,6 +70,7 @@ from hlo_go.xla.inputs import (
     random_arguments,
     random_inputs,
 )
+from hlo_go.xla.optimized import recover_prefusion
 from hlo_go.xla.schedule import compile_hooked, memory_schedule
 from hlo_go.xla.support import screen
 
@@ -691,6 +692,7 @@ def _hlo_program(
         module = load_hlo(path)
     else:
         module = parse_hlo(source, filename="<hlo text>")
+    module = recover_prefusion(module)  # an optimized module: fusions inlined, or refused
     problem = screen(module, platform, stacklevel=5)
     if problem:
         raise LoweringError(f"cannot compile {module.name} for {platform}: {problem}")
