@@ -10,7 +10,9 @@ aborts the process inside XLA (``RET_CHECK ... Fusion must have backend config``
 :func:`recover_prefusion` undoes what can be undone without changing what the module
 computes: every fusion's computation is inlined into its caller (recursively; the
 computation's root takes the fusion's place), every async pair becomes its synchronous
-instruction, and bitcasts are expanded (:func:`hlo_go.xla.segments.portable_module`),
+instruction (``<op>-start``/``-update``/``-done`` the ``<op>`` of the start's operands and
+attributes; ``async-start``/``-done`` the wrapped computation inlined), every computation
+runs on the main thread, and bitcasts are expanded (:func:`hlo_go.xla.segments.portable_module`),
 since layouts do not survive the conversion to StableHLO. What stays is a module XLA
 compiles from the start, its fusion passes included. What cannot be undone
 (host transfers, ``send``/``recv``) raises :class:`OptimizedModuleError` before XLA
@@ -34,6 +36,9 @@ PASS_INSTEAD = (
 
 # Instructions of an optimized module with no synchronous form to recover.
 UNRECOVERABLE = frozenset({"send", "send-done", "recv", "recv-done"})
+
+# Attributes of an async start that its synchronous form does not take.
+_ASYNC_ONLY = frozenset({"async_execution_thread"})
 
 # Header attributes XLA sets on the module it scheduled.
 _SCHEDULE_HEADER = frozenset({"is_scheduled"})
@@ -150,7 +155,7 @@ def _recover_computation(
                 )
             starts[instr.name] = instr
             continue
-        if opcode == "async-update":
+        if opcode.endswith("-update"):
             starts[instr.name] = starts[_start_name(instr, starts, module, where)]
             continue
         if opcode == "async-done":
@@ -166,6 +171,9 @@ def _recover_computation(
                     name=instr.name,
                     opcode=opcode.removesuffix("-done"),
                     shape=instr.shape,
+                    attributes=FrozenDict(
+                        (k, v) for k, v in start.attributes.items() if k not in _ASYNC_ONLY
+                    ),
                     control_predecessors=start.control_predecessors + instr.control_predecessors,
                     metadata=instr.metadata or start.metadata,
                 )
@@ -173,12 +181,12 @@ def _recover_computation(
             continue
         out.append(instr)
     root = alias.get(comp.root_name, comp.root_name)
-    return HloComputation(comp.name, tuple(out), root, comp.execution_thread)
+    return HloComputation(comp.name, tuple(out), root)  # every thread is the main one now
 
 
 def _is_async_follow(comp: HloComputation, name: str) -> bool:
     opcode = comp.instruction(name).opcode
-    return opcode == "async-update" or opcode.endswith("-done")
+    return opcode.endswith(("-update", "-done"))
 
 
 def _start_name(

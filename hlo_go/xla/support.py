@@ -79,8 +79,9 @@ def unsupported_reasons(module: HloModule, platform: str = "cpu") -> list[str]:
 def collective_group_size(attributes: Mapping[str, str], header: Mapping[str, str]) -> int:
     """Devices in the largest group a collective exchanges values within.
 
-    ``replica_groups={{0,1},{2,3}}`` (explicit) and ``replica_groups=[2,2]<=[4]`` (iota:
-    the last dimension is the group size) give their groups; ``source_target_pairs``
+    ``replica_groups={{0,1},{2,3}}`` (explicit), ``replica_groups=[2,2]<=[4]`` (iota:
+    the last dimension is the group size) and ``replica_groups=mesh['a'=2,'b'=4] {'b'}``
+    (mesh axes: the named axes' product) give their groups; ``source_target_pairs``
     (collective-permute) count 2 when any pair moves a value to another device; no or
     empty groups mean all the module's replicas, or partitions where the collective has a
     ``channel_id``.
@@ -91,6 +92,13 @@ def collective_group_size(attributes: Mapping[str, str], header: Mapping[str, st
         moves = any(a != b for a, b in zip(numbers[::2], numbers[1::2], strict=False))
         return 2 if moves else 1
     groups = attributes.get("replica_groups", "").strip()
+    if groups.startswith("mesh["):  # mesh['a'=2,'b'=4] {'b'}: the named axes' product
+        axes = dict(re.findall(r"'([^']*)'\s*=\s*(\d+)", groups[: groups.index("]")]))
+        named = re.findall(r"'([^']*)'", groups[groups.rindex("{") :]) if "{" in groups else []
+        size = 1
+        for axis in named:
+            size *= int(axes.get(axis, 1))
+        return size
     if groups.startswith("["):  # iota form: [groups,size]<=[devices]...
         dims = [int(n) for n in groups[1 : groups.index("]")].split(",") if n.strip()]
         return dims[-1] if dims else 1
