@@ -388,3 +388,15 @@ def test_every_sample_xla_optimized_computes_what_it_did_before():
     assert lines["collectives"]["outcome"] == "refused"
     assert "groups of 2 devices" in lines["collectives"]["message"]
     assert sum(line["outcome"] == "same" for line in lines.values()) >= 8
+
+
+def test_missing_jaxlib_feature_names_the_version():
+    import jaxlib
+
+    from hlo_go.errors import HloGoError
+    from hlo_go.xla._jaxlib import MissingJaxlibFeatureError, jaxlib_version, missing_feature
+
+    assert jaxlib_version() == jaxlib.__version__
+    error = missing_feature("a_kernel", needed_for="a test")
+    assert isinstance(error, MissingJaxlibFeatureError) and isinstance(error, HloGoError)
+    assert f"jaxlib {jaxlib.__version__} has no a_kernel" in str(error)
