@@ -875,9 +875,17 @@ def test_cost_matches_hand_computed(case: Case) -> None:
     assert got == pytest.approx((case.flops, case.transcendentals, case.bytes), rel=RTOL)
 
 
+def comparable(cost: tuple[float, float, float]) -> tuple[float, ...]:
+    """What of XLA's cost hlo-go matches on the installed jaxlib: everything on
+    :data:`VERIFIED_JAXLIB`; flops and transcendentals on others, whose HloCostAnalysis
+    counts bytes differently (jaxlib 0.12: tuple pointer tables, tiled layouts padded)."""
+    return cost if jaxlib.__version__ == VERIFIED_JAXLIB else cost[:2]
+
+
 @pytest.mark.parametrize("case", CASE_PARAMS)
 def test_cost_matches_xla(case: Case) -> None:
-    assert hlo_go_cost(case.text) == pytest.approx(xla_cost(case.text), rel=RTOL)
+    ours, theirs = comparable(hlo_go_cost(case.text)), comparable(xla_cost(case.text))
+    assert ours == pytest.approx(theirs, rel=RTOL)
 
 
 # -- per-instruction breakdowns, worked by hand ------------------------------------
@@ -1139,7 +1147,7 @@ def test_real_module_totals_close_to_xla(name: str, stage: str) -> None:
     ours = xla_equivalent(parse_hlo(text))
     theirs = xla_cost(text)
     assert theirs[0] > 0 or theirs[1] > 0, "sample does no arithmetic"
-    assert ours == pytest.approx(theirs, rel=0.05)
+    assert comparable(ours) == pytest.approx(comparable(theirs), rel=0.05)
     if jaxlib.__version__ == VERIFIED_JAXLIB:
         assert ours == pytest.approx(theirs, rel=RTOL)
 
@@ -1152,6 +1160,8 @@ def test_custom_call_samples_differ_as_documented() -> None:
     ours = module_cost(module)
     flops, _, nbytes = xla_cost(text)
     assert ours.flops - flops == len(calls)
+    if jaxlib.__version__ != VERIFIED_JAXLIB:
+        return  # bytes: see comparable()
     excess = sum(instruction_cost(module, i, module.entry).bytes_accessed + 1 for i in calls)
     assert ours.bytes_accessed - nbytes == pytest.approx(excess)
 

@@ -9,6 +9,7 @@ Public names::
     fusion_groups(graph, placement, fusion_priority, ...) -> int32[N]    FusionLimits
     fusion_group_names(graph, group)      fusible_nodes(graph)
     check_fusion_groups(graph, group)     FusionGroupError
+    check_gpu_fusion_groups(graph, group)   (XLA:GPU's fusion rules)
 
 The rest (fusion rules and opcode sets, edge priorities, output dims, adjacency lists and
 per-graph caching) stays importable from here and from its module but is not advertised.
@@ -17,6 +18,7 @@ Module by concept: :mod:`~hlo_go.decisions.decisions` (the action type),
 :mod:`~hlo_go.decisions.files` (decisions from values and files, checked),
 :mod:`~hlo_go.decisions.fusion` (priority-based fusion grouping),
 :mod:`~hlo_go.decisions.legality` (fusion rules and checks),
+:mod:`~hlo_go.decisions.gpu_legality` (XLA:GPU's fusion rules),
 :mod:`~hlo_go.decisions.adjacency` (CSR neighbour lists, per-graph caching).
 """
 
@@ -36,6 +38,7 @@ from hlo_go.decisions.fusion import DEFAULT_LIMITS as DEFAULT_LIMITS
 from hlo_go.decisions.fusion import FusionLimits, fusion_group_names, fusion_groups
 from hlo_go.decisions.fusion import candidate_edges as candidate_edges
 from hlo_go.decisions.fusion import edge_priority as edge_priority
+from hlo_go.decisions.gpu_legality import check_gpu_fusion_groups
 from hlo_go.decisions.legality import CPU_EMITTER_NOT_FUSIBLE as CPU_EMITTER_NOT_FUSIBLE
 from hlo_go.decisions.legality import FUSIBLE_OPCODES as FUSIBLE_OPCODES
 from hlo_go.decisions.legality import OUTPUT_ONLY_OPCODES as OUTPUT_ONLY_OPCODES
@@ -53,6 +56,7 @@ __all__ = [
     "FusionLimits",
     "GraphMismatchError",
     "check_fusion_groups",
+    "check_gpu_fusion_groups",
     "decisions_from_values",
     "fusible_nodes",
     "fusion_group_names",

@@ -33,7 +33,6 @@ from hlo_go.xla.lowering import (
     DecisionsMismatchError,
     Executable,
     LoweringError,
-    OptimizedModuleError,
     Order,
     Program,
     compile_hlo,
@@ -47,6 +46,7 @@ from hlo_go.xla.measure import (
     measure_many,
     outputs_match,
 )
+from hlo_go.xla.optimized import OptimizedModuleError, recover_prefusion
 from hlo_go.xla.placed import (
     measure_placed,
     run_placed,
@@ -87,6 +87,7 @@ __all__ = [
     "outputs_match",
     "profile_lowered",
     "program",
+    "recover_prefusion",
     "run_placed",
     "unsupported_reasons",
 ]

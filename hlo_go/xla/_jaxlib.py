@@ -13,6 +13,8 @@ from typing import Any
 from jaxlib import _hlo as _xla_hlo
 from jaxlib import _jax as _xla_jax
 
+from hlo_go.errors import HloGoError
+
 
 def xla_parse(text: str) -> Any:
     """Parses HLO text with XLA's own C++ parser.
@@ -212,6 +214,7 @@ def compile_hlo_text(
     import numpy as np
 
     module = xla_parse(text)
+    prepare_custom_calls(text)
     mlir = jax.extend.mlir.hlo_to_stablehlo(module.as_serialized_hlo_module_proto())
     backend = jax.extend.backend.get_backend(device.platform if device is not None else "cpu")
     target = device if device is not None else backend.local_devices()[0]
@@ -291,6 +294,7 @@ def compile_hlo_text_spmd(
 
     devices = tuple(devices)
     module = xla_parse(text)
+    prepare_custom_calls(text)
     mlir = jax.extend.mlir.hlo_to_stablehlo(module.as_serialized_hlo_module_proto())
     backend = jax.extend.backend.get_backend(devices[0].platform)
     options = jax.extend.backend.get_compile_options(
@@ -448,3 +452,53 @@ def canonical_print(module: Any) -> str:
 def gloo_available() -> bool:
     """Whether this jaxlib has gloo CPU collectives (what CPU processes need to talk)."""
     return hasattr(_xla_jax, "make_gloo_tcp_collectives")
+
+
+# ---------------------------------------------------------------------------
+# jax/jaxlib version differences (issue 44: Python 3.11 with jax 0.10.2, Python 3.12+
+# with the newest jax). Every feature that one supported jaxlib lacks is reached through
+# here and, where missing, raises MissingJaxlibFeatureError naming the installed version.
+
+
+class MissingJaxlibFeatureError(RuntimeError, HloGoError):
+    """The installed jaxlib lacks a feature hlo-go needs; the message names the jaxlib
+    version and the feature."""
+
+
+def jaxlib_version() -> str:
+    """The installed jaxlib's version, e.g. ``"0.10.2"``."""
+    import jaxlib
+
+    return str(getattr(jaxlib, "__version__", None) or jaxlib.version.__version__)
+
+
+def missing_feature(feature: str, *, needed_for: str) -> MissingJaxlibFeatureError:
+    """The error for a ``feature`` the installed jaxlib lacks (to raise)."""
+    return MissingJaxlibFeatureError(
+        f"jaxlib {jaxlib_version()} has no {feature}, which hlo-go needs for {needed_for}; "
+        "install a jaxlib the README lists (0.10.2 on Python 3.11, the newest on 3.12+)"
+    )
+
+
+def _lapack_initializer() -> Any:
+    """jaxlib's LAPACK kernel initializer (binds its FFI targets to scipy's LAPACK)."""
+    try:
+        from jaxlib import lapack
+    except ImportError:
+        raise missing_feature("jaxlib.lapack", needed_for="LAPACK custom calls") from None
+    initialize = getattr(getattr(lapack, "_lapack", None), "initialize", None)
+    if initialize is None:
+        raise missing_feature("jaxlib.lapack._lapack.initialize", needed_for="LAPACK custom calls")
+    return initialize
+
+
+def prepare_custom_calls(text: str) -> None:
+    """Makes the custom-call targets ``text`` names callable before it is compiled.
+
+    jaxlib binds its CPU LAPACK kernels (``lapack_*_ffi`` targets: LU, Cholesky,
+    triangular solves, eigensolvers) to their LAPACK functions only when JAX lowers a
+    linear-algebra primitive. A module given as text, compiled before any such lowering
+    in the process, would call an unbound function and crash the process.
+    """
+    if 'custom_call_target="lapack_' in text:
+        _lapack_initializer()()

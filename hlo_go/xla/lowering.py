@@ -79,6 +79,7 @@ from hlo_go.xla.inputs import (
     random_arguments,
     random_inputs,
 )
+from hlo_go.xla.optimized import recover_prefusion
 from hlo_go.xla.schedule import compile_hooked, memory_schedule
 from hlo_go.xla.support import screen
 
@@ -109,11 +110,6 @@ class LoweringError(ValueError, HloGoError):
 class DecisionsMismatchError(LoweringError, GraphMismatchError):
     """Decisions made for another graph than the program's pre-fusion graph
     (:attr:`Program.graph`); the message names both graphs and what to decide on."""
-
-
-class OptimizedModuleError(LoweringError):
-    """HLO text printed after XLA's compile (scheduled, fused), which XLA does not compile
-    again; the message says what to pass instead."""
 
 
 class Executable:
@@ -697,7 +693,7 @@ def _hlo_program(
         module = load_hlo(path)
     else:
         module = parse_hlo(source, filename="<hlo text>")
-    _refuse_optimized(module)
+    module = recover_prefusion(module)  # an optimized module: fusions inlined, or refused
     problem = screen(module, platform, stacklevel=5)
     if problem:
         raise LoweringError(f"cannot compile {module.name} for {platform}: {problem}")
@@ -723,19 +719,6 @@ def _hlo_program(
         source_text=lambda: (text, list(placed)),
         source_module=module,
     )
-
-
-def _refuse_optimized(module: HloModule) -> None:
-    """Raises for a module printed after XLA's compile (``is_scheduled=true``): its
-    fusions lack the backend configs XLA's CPU emitter needs, so XLA refuses it deep
-    inside its pipeline."""
-    if module.attributes.get("is_scheduled") == "true":
-        raise OptimizedModuleError(
-            f"{module.name}: this module was printed after XLA's compile (is_scheduled=true, "
-            "fused), which XLA does not compile again; pass the jax function, "
-            "jax.jit(f).lower(...), or its unoptimized text "
-            '(jax.jit(f).lower(...).as_text(dialect="hlo"))'
-        )
 
 
 def lower(

@@ -68,6 +68,7 @@ from hlo_go.xla.mpmd import (
     Segment,
     partition,
 )
+from hlo_go.xla.optimized import recover_prefusion
 from hlo_go.xla.segments import donated_aliases, portable_module, segment_module
 from hlo_go.xla.support import screen
 from hlo_go.xla.timing import time_interleaved
@@ -578,6 +579,7 @@ def _resolve(
     if isinstance(module_or_fn, HloModule | str):
         module = parse_hlo(module_or_fn) if isinstance(module_or_fn, str) else module_or_fn
         platform = reference_device.platform if reference_device is not None else "cpu"
+        module = recover_prefusion(module)  # an optimized module: fusions inlined, or refused
         problem = screen(module, platform, stacklevel=5)
         if problem:
             raise PlacementError(f"cannot run {module.name} on {platform}: {problem}")

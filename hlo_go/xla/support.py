@@ -2,10 +2,17 @@
 
 XLA reports such modules from deep inside its pipeline (an internal RET_CHECK in
 ``sharding-remover`` for a manually partitioned module, an unknown custom-call target at
-run time); :func:`unsupported_reasons` names the instruction and the reason first.
+run time), or compiles them into something else than the original computed (a per-device
+program of a partitioned module, its collectives run over one device);
+:func:`unsupported_reasons` names the instruction and the reason first. Modules XLA printed
+after optimizing them are turned back into pre-fusion ones first
+(:func:`hlo_go.xla.optimized.recover_prefusion`).
 """
 
 from __future__ import annotations
+
+import re
+from collections.abc import Mapping
 
 from hlo_go.hlo import HloModule
 from hlo_go.xla.inputs import warn_elided_constants
@@ -18,6 +25,12 @@ PLATFORM_CUSTOM_CALLS: dict[str, tuple[str, ...]] = {
 
 # Custom calls that mark values of a manually partitioned (shard_map) module.
 MANUAL_PARTITION_TARGETS = ("SPMDFullToShardShape", "SPMDShardToFullShape")
+
+# Instructions that exchange values between devices.
+COLLECTIVES = frozenset({
+    "all-reduce", "all-gather", "reduce-scatter", "all-to-all", "ragged-all-to-all",
+    "collective-permute", "collective-broadcast",
+})  # fmt: skip
 
 
 def unsupported_reasons(module: HloModule, platform: str = "cpu") -> list[str]:
@@ -47,7 +60,57 @@ def unsupported_reasons(module: HloModule, platform: str = "cpu") -> list[str]:
                     f"{where} ({target}) belongs to a manually partitioned (shard_map) module, "
                     "which compiles only as several partitions"
                 )
+        base = instr.opcode.removesuffix("-start")
+        if base in COLLECTIVES and "collective" not in seen:
+            size = collective_group_size(instr.attributes, module.attributes)
+            if size > 1:
+                seen.add("collective")
+                reasons.append(
+                    f"{where} ({base}) exchanges values within groups of {size} devices: "
+                    "the module is one device's program of a partitioned (or replicated) "
+                    "computation and does "
+                    "not compute the original's values alone; pass the module before "
+                    "partitioning (jax.jit(f).lower(...).as_text(dialect='hlo')) or the "
+                    "function itself, or run it over several devices (hlo_go.xla.spmd)"
+                )
     return reasons
+
+
+def collective_group_size(attributes: Mapping[str, str], header: Mapping[str, str]) -> int:
+    """Devices in the largest group a collective exchanges values within.
+
+    ``replica_groups={{0,1},{2,3}}`` (explicit), ``replica_groups=[2,2]<=[4]`` (iota:
+    the last dimension is the group size) and ``replica_groups=mesh['a'=2,'b'=4] {'b'}``
+    (mesh axes: the named axes' product) give their groups; ``source_target_pairs``
+    (collective-permute) count 2 when any pair moves a value to another device; no or
+    empty groups mean all the module's replicas, or partitions where the collective has a
+    ``channel_id``.
+    """
+    pairs = attributes.get("source_target_pairs")
+    if pairs is not None:
+        numbers = [int(n) for n in re.findall(r"\d+", pairs)]
+        moves = any(a != b for a, b in zip(numbers[::2], numbers[1::2], strict=False))
+        return 2 if moves else 1
+    groups = attributes.get("replica_groups", "").strip()
+    if groups.startswith("mesh["):  # mesh['a'=2,'b'=4] {'b'}: the named axes' product
+        axes = dict(re.findall(r"'([^']*)'\s*=\s*(\d+)", groups[: groups.index("]")]))
+        named = re.findall(r"'([^']*)'", groups[groups.rindex("{") :]) if "{" in groups else []
+        size = 1
+        for axis in named:
+            size *= int(axes.get(axis, 1))
+        return size
+    if groups.startswith("["):  # iota form: [groups,size]<=[devices]...
+        dims = [int(n) for n in groups[1 : groups.index("]")].split(",") if n.strip()]
+        return dims[-1] if dims else 1
+    explicit = re.findall(r"\{([^{}]*)\}", groups)
+    sizes = [len([n for n in g.split(",") if n.strip()]) for g in explicit]
+    if any(sizes):
+        return max(sizes)
+    key = "num_partitions" if "channel_id" in attributes else "replica_count"
+    try:
+        return int(header.get(key, "1"))
+    except ValueError:
+        return 1
 
 
 def screen(module: HloModule, platform: str, *, stacklevel: int = 4) -> str | None:
