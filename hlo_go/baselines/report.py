@@ -319,7 +319,7 @@ def plot_bars(
         if len(graphs) == 1:
             methods = [r.method for r in group]
             values = [r.step_time * 1e3 for r in group]
-            best = best_by_graph(group)[(group[0].graph, cluster)]
+            tied = {best_by_graph(group)[(group[0].graph, cluster)]}
             ax.set_ylabel("simulated step time (ms)")
             panel = f"{group[0].graph} on {cluster}: simulated step time"
             label = "best (fastest)"
@@ -327,11 +327,12 @@ def plot_bars(
             gains = speedups(group, reference=reference)
             methods = list(gains)
             values = [gains[m] for m in methods]
-            best = max(methods, key=lambda m: gains[m])
+            top = max(gains.values())
+            tied = {m for m in methods if gains[m] >= top * (1 - 1e-9)}  # ties are best too
             ax.axhline(1.0, color="gray", linewidth=0.8)
             ax.set_yscale("log")
             low, high = min([*values, 1.0]), max([*values, 1.0])
-            ax.set_ylim(low / 1.25, high * 1.35)
+            ax.set_ylim(low / 1.25, high * 1.8)  # room for the legend above the bars
             ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 1.5, 2.0, 3.0, 5.0, 7.0)))
             ax.yaxis.set_minor_locator(NullLocator())
             ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
@@ -339,7 +340,7 @@ def plot_bars(
             ax.set_ylabel(f"geomean speedup vs {reference}")
             panel = f"{len(graphs)} graphs on {cluster}: geomean speedup over {reference}"
             label = "best (largest speedup)"
-        colors = [_BEST if m == best else _OTHER for m in methods]
+        colors = [_BEST if m in tied else _OTHER for m in methods]
         bars = ax.bar(range(len(methods)), values, color=colors)
         ax.bar_label(
             bars,
@@ -348,7 +349,7 @@ def plot_bars(
             padding=2,
         )
         if len(graphs) == 1:
-            ax.set_ylim(0, max(values) * 1.12)
+            ax.set_ylim(0, max(values) * 1.3)
         ax.legend(
             handles=[Patch(color=_BEST, label=label), Patch(color=_OTHER, label="other methods")],
             fontsize="small",
