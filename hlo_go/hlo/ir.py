@@ -164,6 +164,20 @@ class HloComputation:
         return computation_to_text(self, is_entry=is_entry)
 
 
+
+def reachable_computations(computations: Mapping[str, HloComputation], entry: str) -> set[str]:
+    """Names of the computations ``entry`` reaches through called computations (itself
+    included), among ``computations``."""
+    seen, stack = {entry}, [entry]
+    while stack:
+        for instr in computations[stack.pop()]:
+            for callee in instr.called_computations:
+                if callee in computations and callee not in seen:
+                    seen.add(callee)
+                    stack.append(callee)
+    return seen
+
+
 @dataclass(frozen=True)
 class StackFrameTable:
     """The ``FileNames``/``FunctionNames``/``FileLocations``/``StackFrames`` tables.

@@ -28,6 +28,7 @@ from hlo_go import baselines
 from hlo_go.graph import OpGraph, build_graph
 from hlo_go.graph.flatten import flatten_entry
 from hlo_go.hlo import HloComputation, HloInstruction, HloModule
+from hlo_go.hlo.ir import reachable_computations
 from hlo_go.sharding.mesh import AxisLinks, Mesh
 from hlo_go.sharding.problem import ShardingProblem
 from hlo_go.sharding.spec import ShardSpec, reshard_collectives, shards
@@ -122,7 +123,7 @@ def inline_calls(module: HloModule) -> HloModule:
     )
     computations = dict(module.computations)
     computations[module.entry_name] = entry
-    used = _reachable(computations, module.entry_name)
+    used = reachable_computations(computations, module.entry_name)
     computations = {k: v for k, v in computations.items() if k in used}
     return HloModule(
         module.name, computations, module.entry_name, module.attributes, module.stack_frames
@@ -166,17 +167,6 @@ def _forward_tuples(instructions: list[HloInstruction], root: str) -> list[HloIn
             live.update(x.operands)
             live.update(x.control_predecessors)
     return [x for x in rewritten if x.name in live]
-
-
-def _reachable(computations: dict[str, HloComputation], entry: str) -> set[str]:
-    seen, stack = {entry}, [entry]
-    while stack:
-        for instr in computations[stack.pop()]:
-            for callee in instr.called_computations:
-                if callee in computations and callee not in seen:
-                    seen.add(callee)
-                    stack.append(callee)
-    return seen
 
 
 class _SpecTable:

@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 from hlo_go.errors import HloGoError
 from hlo_go.hlo import HloComputation, HloInstruction, HloModule
-from hlo_go.hlo.ir import FrozenDict
+from hlo_go.hlo.ir import FrozenDict, reachable_computations
 from hlo_go.xla.segments import portable_module
 
 # What to pass instead of a module that cannot be recovered.
@@ -99,7 +99,7 @@ def recover_prefusion(module: HloModule) -> HloModule:
     done: dict[str, HloComputation] = {}
     for name, comp in module.computations.items():  # callees come before their callers
         done[name] = _recover_computation(module, comp, done, fresh)
-    used = _reachable(done, module.entry_name)
+    used = reachable_computations(done, module.entry_name)
     computations = FrozenDict((k, v) for k, v in done.items() if k in used)
     attributes = FrozenDict(
         (k, v) for k, v in module.attributes.items() if k not in _SCHEDULE_HEADER
@@ -257,14 +257,3 @@ def _fresh_names(taken: set[str]) -> Callable[[str], str]:
         return f"{stem}.{k}"
 
     return fresh
-
-
-def _reachable(computations: dict[str, HloComputation], entry: str) -> set[str]:
-    seen, stack = {entry}, [entry]
-    while stack:
-        for instr in computations[stack.pop()]:
-            for callee in instr.called_computations:
-                if callee in computations and callee not in seen:
-                    seen.add(callee)
-                    stack.append(callee)
-    return seen
