@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from hlo_go import policies
+from hlo_go import pretrained
 from hlo_go.cli import main
 from hlo_go.evaluate import REFERENCE, evaluate, policy_label
 from hlo_go.examples import example_path
@@ -146,7 +146,7 @@ def test_bad_command_lines_exit_2(inputs, tmp_path, capsys):
 
 
 def test_missing_default_policy_is_a_note(inputs, monkeypatch, capsys):
-    monkeypatch.setitem(policies.SHIPPED, policies.DEFAULT, "no_such_policy.msgpack")
+    monkeypatch.setitem(pretrained.SHIPPED, pretrained.DEFAULT, "no_such_policy.msgpack")
     code, text = _run(capsys, inputs["corpus"], "--baselines", "xla-cpu-like")
     assert code == 0
     assert "GO policy: not run" in text and "rnnlm_l2_scan" in text

@@ -11,6 +11,7 @@ import textwrap
 
 import jax
 import jax.numpy as jnp
+import jaxlib
 import numpy as np
 import pytest
 
@@ -109,6 +110,7 @@ def test_donated_arguments_survive_checking_and_are_consumed_by_the_call(tmp_pat
 
 
 @pytest.mark.xfail(
+    jaxlib.__version__ == "0.10.2",  # on jaxlib 0.12 the donated input is consumed: it passes
     strict=True,
     reason="the lowered executable does not alias donated inputs: jax.jit consumes the "
     "donated buffer on CPU, ours leaves it alive (found when this check stopped being "
