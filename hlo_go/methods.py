@@ -95,7 +95,8 @@ def names(task: str) -> tuple[str, ...]:
     """
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; tasks: {', '.join(TASKS)}")
-    out = [*baselines.names(_BASELINE_KIND[task]), *baselines.names("search"), SEARCHED]
+    searches = [s for s in baselines.names("search") if task == "placement" or s != "hdp"]
+    out = [*baselines.names(_BASELINE_KIND[task]), *searches, SEARCHED]  # hdp: placement only
     if task == "schedule":
         out += [MEMORY_ORDER, XLA_ORDER]
     return (*out, *shipped_names())
