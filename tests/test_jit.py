@@ -334,3 +334,47 @@ def test_an_order_the_simulator_cannot_tell_apart_is_not_imposed(tmp_path, monke
         assert f.records[0].kept == HLO_GO
     searched, baseline = schedules
     assert searched is None and baseline is not None
+
+
+def test_deciding_does_not_recompile_the_users_other_jitted_functions(tmp_path):
+    """Hooked compiles (capture, candidates) bypass JAX's caches instead of clearing them:
+    a user's jitted function keeps its executable (no retrace, no backend compile)."""
+    traces: list[int] = []
+    compiles: list[str] = []
+
+    def user_fn(x):
+        traces.append(1)  # runs only when jax traces the function
+        return jnp.cos(x) * 3.0
+
+    def listener(event: str, duration: float, **kwargs: object) -> None:
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiles.append(str(kwargs.get("fun_name", "")))
+
+    user = jax.jit(user_fn)
+    x = jnp.arange(6.0)
+    user(x)
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        before = (len(traces), compiles.count("user_fn"))
+        f = hlo_go.jit(mlp_step, options=Options(cache_dir=tmp_path, **FAST))
+        f(*mlp_args())  # captures the pre-fusion graph and compiles a candidate, hooked
+        assert f.records[0].kept == HLO_GO
+        assert compiles, "the listener saw no compile at all"
+        user(x)
+        assert (len(traces), compiles.count("user_fn")) == before
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+
+
+def test_two_hooked_compiles_of_one_lowering_both_reach_the_hook():
+    from hlo_go.xla.hooks import hlo_hook, uncached_options
+
+    lowered = jax.jit(lambda x: jnp.sin(x) + 1.0).lower(jnp.ones(5))
+    name = lowered.compiler_ir("hlo").as_hlo_module().name
+    fired: list[int] = []
+    for _ in range(2):
+        with hlo_hook(lambda module: fired.append(1), module_name=name):
+            lowered.compile(compiler_options=uncached_options({}))
+    assert fired == [1, 1]
+    a, b = uncached_options({"k": 1}), uncached_options({"k": 1})
+    assert a["k"] == b["k"] == 1 and a != b

@@ -5,12 +5,20 @@ serialized HloModuleProto at a pipeline stage (PRE_SCHEDULER: optimized, fused;
 POST_SCHEDULER: scheduled) and takes back a changed one. The hook is process
 wide and fires for every module compiled while registered (JAX's helper jits
 too), so :func:`hlo_hook` filters by module name and always unregisters.
+
+The hook fires only when XLA really compiles: JAX answers a compile it has seen (same
+module, same compiler options) from its caches. Every hooked compile here passes its
+options through :func:`uncached_options`, which makes them unique, so it is never
+answered from a cache and never answers another compile; JAX's caches, and the
+executables of the user's own jitted functions in them, are left alone.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+import os
+import random
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -48,6 +56,29 @@ _STAGES = {
 }
 _counter = itertools.count()
 
+# The XLA debug option :func:`uncached_options` sets to a value of its own for each
+# compile. It only bounds how many modules XLA dumps when dumping is on (--xla_dump_to);
+# the values given are far above any dump's module count.
+NONCE_OPTION = "xla_dump_max_hlo_modules"
+_nonces = itertools.count(random.SystemRandom().randrange(1 << 24, 1 << 29) + os.getpid() % 1024)
+
+
+def uncached_options(options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``options`` with :data:`NONCE_OPTION` set to a value no other compile had.
+
+    JAX keys its compile caches (in memory, and the persistent one when it is on) by the
+    module and the compiler options: a compile under these options really runs XLA's
+    pipeline, so the hooks of :func:`hlo_hook` fire, and no later compile of the module
+    is answered with its (changed) executable.
+
+    Args:
+      options: XLA debug options (None: none).
+
+    Returns:
+      A new dict.
+    """
+    return {**(options or {}), NONCE_OPTION: next(_nonces)}
+
 
 @contextmanager
 def hlo_hook(
@@ -66,9 +97,10 @@ def hlo_hook(
       stage: "pre_scheduler" or "post_scheduler".
       platform: XLA platform name ("cpu", "cuda").
 
-    The hook is always removed on exit, also when the block raises; JAX's
-    compilation caches are cleared on entry so that a compile inside the block
-    really runs XLA's pipeline.
+    The hook is always removed on exit, also when the block raises. A compile inside
+    the block reaches it only when XLA really compiles: give that compile
+    :func:`uncached_options` options (JAX's caches are not cleared, so the user's jitted
+    functions keep their executables).
     """
     if stage not in _STAGES:
         raise ValueError(f"stage must be one of {sorted(_STAGES)}, got {stage!r}")
@@ -81,7 +113,6 @@ def hlo_hook(
             return None
         return callback(module)
 
-    jax.clear_caches()
     jax.extend.xla.register_hlo_module_transformation(
         wrapped, name=name, stage=pipeline_stage, platforms=platform
     )
@@ -148,7 +179,11 @@ def capture_prefusion_with(
 
     with hlo_hook(keep, module_name=module_name, platform=platform):
         try:
-            compile_fn(PREFUSION_COMPILER_OPTIONS if compiler_options is None else compiler_options)
+            compile_fn(
+                uncached_options(
+                    PREFUSION_COMPILER_OPTIONS if compiler_options is None else compiler_options
+                )
+            )
         except Exception:
             if not captured:
                 raise
@@ -184,7 +219,7 @@ def compile_replacing(lowered: Any, module: HloModule, *, platform: str = "cpu")
         return proto
 
     with hlo_hook(swap, module_name=module_name, platform=platform):
-        compiled = lowered.compile(compiler_options=PREFUSION_COMPILER_OPTIONS)
+        compiled = lowered.compile(compiler_options=uncached_options(PREFUSION_COMPILER_OPTIONS))
     if not swapped:
         raise RuntimeError(f"XLA's compile of {module_name!r} never reached the pre-scheduler hook")
     return compiled

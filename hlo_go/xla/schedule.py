@@ -292,7 +292,7 @@ def compile_hooked(
       RuntimeError: XLA's compile never reached a hook (a module of another name).
     """
     from hlo_go.xla._jaxlib import xla_module_to_text, xla_parse
-    from hlo_go.xla.hooks import PREFUSION_COMPILER_OPTIONS, hlo_hook
+    from hlo_go.xla.hooks import PREFUSION_COMPILER_OPTIONS, hlo_hook, uncached_options
 
     fired = {"pre": module is None, "post": priority is None and reorder is None}
     imposed: list[str] = []
@@ -318,7 +318,7 @@ def compile_hooked(
             raise
         return xla_parse(reordered.to_text()).as_serialized_hlo_module_proto()
 
-    options = PREFUSION_COMPILER_OPTIONS
+    options = uncached_options(PREFUSION_COMPILER_OPTIONS)  # a real compile: the hooks fire
     with contextlib.ExitStack() as stack:
         if module is not None:
             stack.enter_context(hlo_hook(swap, module_name=module_name, platform=platform))
