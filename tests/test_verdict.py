@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from hlo_go.api.verdict import (
     CONTINUE,
@@ -19,6 +20,7 @@ from hlo_go.api.verdict import (
     estimate,
     judge,
     log_ratios,
+    sign_rank,
 )
 
 RULE = Rule(min_gain=0.02, confidence=0.99, min_pairs=3, max_pairs=40)
@@ -140,3 +142,49 @@ def test_confirm_passes_a_real_win_and_fails_a_slower_executable():
     passed, e = confirm(jit, tie)
     assert passed is None or passed is False or e.lower > 1.0
     assert not confirm_final(estimate(jit, slower, confidence=0.9))
+
+
+def test_sign_rank_is_the_binomial_quantile():
+    assert sign_rank(5, 0.01) == 0  # 1/32 > 0.01: five pairs cannot bound the median
+    assert sign_rank(10, 0.001) == 1  # 1/1024 <= 0.001 < 11/1024
+    for n, error in ((20, 0.01), (100, 0.0005), (400, 0.001)):
+        k = sign_rank(n, error)
+        assert stats.binom.cdf(k - 1, n, 0.5) <= error < stats.binom.cdf(k, n, 0.5)
+
+
+def test_many_pairs_give_a_tight_distribution_free_interval():
+    rng = np.random.default_rng(1)
+    ref = np.exp(rng.normal(0, 0.05, 200))
+    ours = ref / 1.05 * np.exp(rng.normal(0, 0.05, 200))
+    e = estimate(ref, ours, confidence=0.999)
+    assert e.method == "sign" and e.pairs == 200
+    assert 1.0 < e.lower < 1.05 < e.upper < 1.1  # a few percent wide
+    few = estimate(ref[:8], ours[:8], confidence=0.999)
+    assert few.method == "t" and few.upper / few.lower > e.upper / e.lower
+
+
+def test_noisy_ties_with_stretched_blocks_are_never_kept():
+    """Heavy tails: now and then another process stretches one block of a pair 1.5-3x.
+    The sign-test bounds of long races stay honest."""
+    rule = Rule(min_gain=0.02, confidence=0.99, min_pairs=4, max_pairs=200)
+    for seed in range(12):
+        rng = np.random.default_rng(seed)
+        n = 200
+        ref = np.exp(rng.normal(0, 0.05, n))
+        ours = np.exp(rng.normal(0, 0.05, n))
+        for sample in (ref, ours):
+            hit = rng.random(n) < 0.1
+            sample[hit] *= rng.uniform(1.5, 3.0, hit.sum())
+        for m in rule.looks():
+            verdict = judge(ref[:m], {"a": ours[:m]}, rule, comparisons=1)
+            assert verdict.state != KEEP, (seed, m, verdict.reason)
+
+
+def test_a_small_real_gain_is_kept_once_enough_pairs_accumulate():
+    rule = Rule(min_gain=0.02, confidence=0.99, min_pairs=4, max_pairs=200)
+    kept_at = []
+    for seed in range(10):
+        verdict, rounds, _ = race({"a": 1.08}, noise=0.04, seed=seed, rule=rule)
+        assert verdict.state == KEEP, (seed, verdict.reason)
+        kept_at.append(rounds)
+    assert min(kept_at) >= 8  # not at the first look: the interval needs pairs

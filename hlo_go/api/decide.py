@@ -33,6 +33,10 @@ logger = logging.getLogger(__name__)
 # compiles it; later graphs of that bucket reuse it).
 _CHECKPOINTS: dict[str, Any] = {}
 _COMPILED_BUCKETS: set[tuple[str, Any]] = set()
+# Seconds each of those one-time compiles took.
+_COMPILE_SECONDS: list[float] = []
+# Seconds a policy's one-time compile is expected to take before one was seen here.
+POLICY_COMPILE_GUESS_S = 10.0
 
 
 class Decided(NamedTuple):
@@ -123,6 +127,7 @@ def decide(program: Program, options: Options) -> Decided:
             # the first forward of this input bucket compiled the policy (once per process)
             compile_s = time.perf_counter() - forward
             _COMPILED_BUCKETS.add(seen)
+            _COMPILE_SECONDS.append(compile_s)
             logger.info("policy %s compiled for bucket %s in %.1f s", *seen, compile_s)
         method = f"policy {policy_path(options.policy).name}"
         if options.budget:
@@ -153,6 +158,37 @@ class Candidate(NamedTuple):
     schedule: bool
 
 
+def candidate_names(options: Options) -> tuple[str, ...]:
+    """The candidates :func:`decide_candidate` makes under ``options``, in order (the
+    policy alone when ``options.tasks`` leaves fusion to the XLA:CPU-like heuristic)."""
+    return options.candidates if "fusion" in options.tasks else (POLICY,)
+
+
+def decide_candidate(program: Program, name: str, options: Options) -> Candidate | tuple[str, str]:
+    """One candidate of ``options.candidates`` for ``program``: the policy (``"policy"``,
+    :func:`decide`) or a baseline heuristic (its fusion, lowered with XLA's own order).
+
+    Returns:
+      A :class:`Candidate`, or ``(name, why it failed to decide)``.
+    """
+    from hlo_go.sim import get_cluster, simulate
+
+    try:
+        if name == POLICY:
+            return Candidate(POLICY, decide(program, options), decides_order(options))
+        began = time.perf_counter()
+        decisions = method_decisions(program, name, options)
+        simulated = float(
+            simulate(program.graph, get_cluster(options.cluster), decisions).step_time
+        )
+        decided = Decided(decisions, name, simulated, time.perf_counter() - began)
+        return Candidate(name, decided, False)
+    except Exception as error:  # a candidate that cannot decide is left out
+        why = f"{type(error).__name__}: {str(error).strip()[:300]}"
+        logger.info("candidate %s failed to decide: %s", name, why)
+        return name, why
+
+
 def candidates(program: Program, options: Options) -> Iterator[Candidate | tuple[str, str]]:
     """The candidates of ``options.candidates`` for ``program``, in order, each decided
     only when the caller asks for the next (so a caller that stops early pays nothing
@@ -161,27 +197,25 @@ def candidates(program: Program, options: Options) -> Iterator[Candidate | tuple
     Yields:
       A :class:`Candidate`, or ``(name, why it failed to decide)``.
     """
-    from hlo_go.sim import get_cluster, simulate
+    for name in candidate_names(options):
+        yield decide_candidate(program, name, options)
 
-    names = options.candidates if "fusion" in options.tasks else (POLICY,)
-    for name in names:
-        try:
-            if name == POLICY:
-                made = Candidate(POLICY, decide(program, options), decides_order(options))
-            else:
-                began = time.perf_counter()
-                decisions = method_decisions(program, name, options)
-                simulated = float(
-                    simulate(program.graph, get_cluster(options.cluster), decisions).step_time
-                )
-                decided = Decided(decisions, name, simulated, time.perf_counter() - began)
-                made = Candidate(name, decided, False)
-        except Exception as error:  # a candidate that cannot decide is left out
-            why = f"{type(error).__name__}: {str(error).strip()[:300]}"
-            logger.info("candidate %s failed to decide: %s", name, why)
-            yield name, why
-            continue
-        yield made
+
+def policy_compile_estimate(program: Program, options: Options) -> float:
+    """Seconds deciding the ``"policy"`` candidate would first spend compiling the policy
+    for ``program``'s input bucket: 0 when that is done in this process already (or
+    :attr:`Options.policy` is no policy, or is fine-tuned: the caller asked for that
+    cost), else the longest such compile seen in this process, or
+    :data:`POLICY_COMPILE_GUESS_S` before any."""
+    if options.budget or not is_policy(options.policy):
+        return 0.0
+    try:
+        seen = (options.policy, _bucket(_checkpoint(options.policy), program.graph))
+    except Exception:  # a policy that fails to load fails to decide, at no cost
+        return 0.0
+    if seen in _COMPILED_BUCKETS:
+        return 0.0
+    return max(_COMPILE_SECONDS, default=POLICY_COMPILE_GUESS_S)
 
 
 def decides_order(options: Options) -> bool:

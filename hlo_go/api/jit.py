@@ -52,20 +52,37 @@ import jax
 import jax.numpy as jnp
 
 from hlo_go.api.cache import DecisionCache, fingerprint, shared_cache
-from hlo_go.api.decide import Candidate, candidates, decides_order, method_decisions
+from hlo_go.api.decide import (
+    Candidate,
+    candidate_names,
+    decide_candidate,
+    decides_order,
+    method_decisions,
+    policy_compile_estimate,
+)
 from hlo_go.api.inputs import finite_like, has_nonfinite
-from hlo_go.api.measure import calls_per_sample, choose_clock, race, recheck
+from hlo_go.api.measure import (
+    WARMUP_BELOW_S,
+    calls_per_sample,
+    choose_clock,
+    planned_pairs,
+    race,
+    recheck,
+)
 from hlo_go.api.options import POLICY, Options
 from hlo_go.api.record import HLO_GO, JAX_JIT, Record
 from hlo_go.api.signature import Signature, resolve_static
 from hlo_go.api.verdict import KEEP, Rule, describe
 from hlo_go.decisions import Decisions
 from hlo_go.xla import Program, outputs_match
+from hlo_go.xla.timing import CLOCKS
 
 logger = logging.getLogger(__name__)
 
 # Interleaved rounds before the keep rule first looks (hlo_go.api.verdict.Rule.min_pairs).
-MIN_ROUNDS = 3
+MIN_ROUNDS = 4
+# A jax.jit call at least this long (its first) is timed by that call alone.
+SLOW_CALL_S = 0.05
 # The reason of every signature first seen under another transformation.
 TRACED = "called under a jax transformation (traced): jax.jit's tracing is used"
 
@@ -247,15 +264,17 @@ class OptimizedFunction:
         inputs = self._inputs(lowered, args, kwargs)
         progress("compiling jax.jit's executable (the reference)")
         began = time.perf_counter()
-        # jax.jit's executable, held here: compiling candidates clears JAX's caches
-        # (hlo_go.xla.hlo_hook), and the reference and the fallback must not recompile.
+        # jax.jit's executable, held here: the reference every candidate is checked and
+        # timed against, and the fallback, compiled once.
         reference = lowered.compile()
         a, k = self._signature.dynamic(*inputs())
+        called = time.perf_counter()
         want = jax.block_until_ready(reference(*a, **k))
+        first_run_s = time.perf_counter() - called
         jit_first_s = lower_s + time.perf_counter() - began
         fallback = self._call_compiled(reference)
         base = Record(signature, JAX_JIT, "", fingerprint=key, checked_on=checked_on)
-        one_call = self._one_call_s(reference, inputs)
+        one_call = self._one_call_s(reference, inputs, first_run_s)
         if options.measure and one_call < options.min_call_s:
             record = base._replace(
                 jit_time_s=one_call,
@@ -280,9 +299,13 @@ class OptimizedFunction:
             self._cache.store(key, record, decisions if record.kept == HLO_GO else None)
         return _Entry(call if record.kept == HLO_GO else fallback, record)
 
-    def _one_call_s(self, reference: Any, inputs: Callable[[], Any]) -> float:
-        """``jax.jit``'s executable's time a call (the least of a few calls)."""
-        best = float("inf")
+    def _one_call_s(self, reference: Any, inputs: Callable[[], Any], first_run_s: float) -> float:
+        """``jax.jit``'s executable's time a call: its first call's when that took
+        :data:`SLOW_CALL_S` or more (a few more calls would cost seconds), else the least
+        of a few more calls."""
+        if first_run_s >= SLOW_CALL_S:
+            return first_run_s
+        best = first_run_s
         for _ in range(3):
             a, k = self._signature.dynamic(*inputs())
             began = time.perf_counter()
@@ -304,10 +327,18 @@ class OptimizedFunction:
         module, _ = program.fused_module(decisions)
         return module
 
-    def _check(self, executable: Any, inputs: Callable[[], Any], want: Any) -> tuple[bool, str]:
+    def _check(
+        self, executable: Any, inputs: Callable[[], Any], want: Any, clock: str = "wall"
+    ) -> tuple[bool, str, float]:
+        """``(outputs match, mismatch, seconds of the call on clock)``: one call of ours,
+        checked against ``jax.jit``'s outputs ``want``."""
         a, k = self._signature.dynamic(*inputs())
-        got = executable.compiled(*a, **k)
-        return outputs_match(got, want)
+        now = CLOCKS[clock]
+        began = now()
+        got = jax.block_until_ready(executable.compiled(*a, **k))
+        seconds = now() - began
+        ok, mismatch = outputs_match(got, want)
+        return ok, mismatch, seconds
 
     def _from_cache(
         self,
@@ -332,7 +363,7 @@ class OptimizedFunction:
         program = self._program(lowered)
         schedule = record.candidate == POLICY and decides_order(self.options)
         _, executable = self._lower(program, decisions, schedule)
-        correct, mismatch = self._check(executable, inputs, want)
+        correct, mismatch, _ = self._check(executable, inputs, want)
         if not correct:
             self._cache.drop(key)
             return None, f"cached verdict dropped: outputs differ from jax.jit ({mismatch})"
@@ -376,16 +407,25 @@ class OptimizedFunction:
         program = self._program(lowered)
         progress("capturing the pre-fusion graph")
         nodes = program.graph.num_nodes
-        progress(f"deciding {len(options.candidates)} candidates for {nodes} nodes")
+        names = candidate_names(options)
+        progress(f"deciding {len(names)} candidates for {nodes} nodes")
         outcome: dict[str, str] = {}
         decide_s = policy_compile_s = compile_s = 0.0
-        compile_budget = options.compile_budget_ratio * jit_first_s
+        clock = choose_clock(options.clock)
+        measure_base_s = max(options.measure_budget_s, options.measure_budget_ratio * jit_first_s)
+        compile_budget = options.compile_budget_ratio * (jit_first_s + measure_base_s)
         seen: dict[str, str] = {}
-        correct: list[tuple[Candidate, Any]] = []
+        correct: list[tuple[Candidate, Any, float]] = []  # (candidate, executable, check s)
         any_differ = False
-        for c in candidates(program, options):
-            if correct and (compile_s >= compile_budget or not options.measure):
-                break  # the rest are not even decided
+        for name in names:
+            spent = decide_s + policy_compile_s + compile_s
+            if correct and not options.measure:
+                break  # the first correct one is kept unmeasured
+            if correct and name == POLICY:
+                spent += policy_compile_estimate(program, options)
+            if correct and spent >= compile_budget:
+                continue  # not even decided: the budget is spent
+            c = decide_candidate(program, name, options)
             if not isinstance(c, Candidate):
                 outcome[c[0]] = f"failed to decide ({c[1]})"
                 continue
@@ -403,18 +443,18 @@ class OptimizedFunction:
             if executable is None:
                 outcome[c.name] = f"same fusion as {module}"
                 continue
-            ok, mismatch = self._check(executable, inputs, want)
+            ok, mismatch, check_s = self._check(executable, inputs, want, clock)
             if not ok:
                 outcome[c.name] = f"outputs differ from jax.jit ({mismatch})"
                 any_differ = True
                 continue
             outcome[c.name] = f"{executable.num_fusions} fusions, outputs match"
-            correct.append((c, executable))
-        for name in options.candidates:
+            correct.append((c, executable, check_s))
+        for name in names:
             outcome.setdefault(name, "not decided (compile budget spent)")
         base = base._replace(
             nodes=nodes, decide_s=decide_s, policy_compile_s=policy_compile_s,
-            method=", ".join(c.decided.method for c, _ in correct),
+            method=", ".join(c.decided.method for c, _, _ in correct),
         )  # fmt: skip
         # correct: None when nothing was checked (failures), False when outputs differed
         base = base._replace(
@@ -432,7 +472,7 @@ class OptimizedFunction:
                 self._call_compiled(reference),
             )
         if not options.measure:
-            c, executable = correct[0]
+            c, executable, _ = correct[0]
             record = base._replace(
                 kept=HLO_GO, candidate=c.name, method=c.decided.method,
                 simulated_s=c.decided.simulated_s, fusions=executable.num_fusions,
@@ -440,25 +480,36 @@ class OptimizedFunction:
             )  # fmt: skip
             return record, c.decided.decisions, self._call_compiled(executable.compiled)
         calls = calls_per_sample(one_call)
+        block_s = calls * one_call
+        # A slow function races only the candidates whose checked call was fastest, as
+        # many as leave room for MIN_ROUNDS rounds of jax.jit and each in the budget.
+        fit = int(measure_base_s / (MIN_ROUNDS * block_s)) - 1
+        raced = sorted(correct, key=lambda item: item[2])[: max(1, fit)]
+        raced = [item for item in correct if item in raced]  # in the candidates' order
+        for c, _, check_s in correct:
+            if all(c is not r[0] for r in raced):
+                outcome[c.name] += f", not timed (a slower checked call, {check_s:.3g} s)"
         # at least time for the first look: MIN_ROUNDS rounds of jax.jit and every candidate
-        first_look_s = MIN_ROUNDS * (1 + len(correct)) * one_call * 1.25
-        budget_s = max(
-            options.measure_budget_s, options.measure_budget_ratio * jit_first_s, first_look_s
-        )
-        clock = choose_clock(options.clock)
-        progress(f"timing {len(correct)} candidate(s) against jax.jit (up to {budget_s:.0f} s)")
+        warmup = block_s < WARMUP_BELOW_S
+        first_look_s = (MIN_ROUNDS + warmup) * (1 + len(raced)) * block_s * 1.25
+        budget_s = max(measure_base_s, first_look_s)
+        progress(f"timing {len(raced)} candidate(s) against jax.jit (up to {budget_s:.0f} s)")
         rule = Rule(
-            options.min_gain, options.confidence, min_pairs=MIN_ROUNDS, max_pairs=options.repeats
-        )
+            options.min_gain, options.confidence, min_pairs=MIN_ROUNDS,
+            max_pairs=planned_pairs(budget_s, block_s, min_pairs=MIN_ROUNDS,
+                                    max_pairs=max(MIN_ROUNDS, options.repeats)),
+        )  # fmt: skip
         verdict, _, ref, measure_s = race(
             self._sampler(reference, inputs, calls, dynamic=True),
-            {c.name: self._sampler(e.compiled, inputs, calls, dynamic=True) for c, e in correct},
+            {c.name: self._sampler(e.compiled, inputs, calls, dynamic=True)
+             for c, e, _ in raced},
             rule, budget_s=budget_s, clock=clock, calls=calls,
+            warmup=warmup,
         )  # fmt: skip
         for name, e in verdict.estimates.items():
             outcome[name] += f", {describe(e)}"
-        best = verdict.best or correct[0][0].name
-        c, executable = next((c, e) for c, e in correct if c.name == best)
+        best = verdict.best or raced[0][0].name
+        c, executable = next((c, e) for c, e, _ in raced if c.name == best)
         estimate = verdict.estimates[best]
         record = base._replace(
             candidate=best, method=c.decided.method, simulated_s=c.decided.simulated_s,

@@ -1,28 +1,34 @@
-"""Timing candidates against ``jax.jit`` in interleaved rounds, by the rule of
-:mod:`hlo_go.api.verdict`.
+"""Timing candidates against ``jax.jit`` in interleaved rounds of short blocks, by the rule
+of :mod:`hlo_go.api.verdict`.
 
-Each round times ``jax.jit``'s executable and every candidate still in the race once, in
-an order rotated from round to round (:func:`hlo_go.xla.timing.time_call`: garbage
-collector off inside the timed region). A sample of a short function is several calls in
-a row (:func:`calls_per_sample`), so the clock's and the collector's overheads do not
-swamp the difference.
+A *block* is ``calls`` calls of one executable in a row, blocking on the last
+(:func:`calls_per_sample` sizes it to about :data:`SAMPLE_S`; a slower function's block
+is one call). Each round times one block of ``jax.jit``'s executable and one of every
+candidate still raced, in an order rotated from round to round (A B, B A, ...), so the
+blocks of a pair are moments apart. The garbage collector is off for the whole race
+(a collection inside a block would be charged to it, and a full collection before each
+block costs more than the block).
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import math
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from hlo_go.api.verdict import CONTINUE, Estimate, Rule, Verdict, confirm, confirm_final, judge
-from hlo_go.xla.timing import time_call
+from hlo_go.xla.timing import CLOCKS
 
-# A timed sample of a short function is several calls, about this long...
-SAMPLE_S = 0.01
+# A block of a short function is several calls, about this long...
+SAMPLE_S = 0.02
 # ...and at most this many calls.
 MAX_CALLS_PER_SAMPLE = 200
+# Blocks shorter than this get one untimed warm-up round before the race.
+WARMUP_BELOW_S = 0.1
 
 
 def choose_clock(clock: str) -> str:
@@ -38,12 +44,34 @@ def choose_clock(clock: str) -> str:
 
 
 def calls_per_sample(one_call_s: float) -> int:
-    """Calls per timed sample for a function taking ``one_call_s`` a call."""
+    """Calls per timed block for a function taking ``one_call_s`` a call."""
     return max(1, min(MAX_CALLS_PER_SAMPLE, math.ceil(SAMPLE_S / max(one_call_s, 1e-7))))
 
 
-def _timed(run: Callable[[], Any], calls: int, clock: str) -> float:
-    return time_call(run, clock=clock) / calls  # type: ignore[arg-type]
+def planned_pairs(budget_s: float, block_s: float, *, min_pairs: int, max_pairs: int) -> int:
+    """The rounds a race can plan its looks up to: those of ``jax.jit`` and one candidate
+    that fit ``budget_s`` (at least ``min_pairs``, at most ``max_pairs``)."""
+    fit = int(budget_s / max(2.0 * block_s, 1e-9))
+    return max(min_pairs, min(max_pairs, fit))
+
+
+@contextlib.contextmanager
+def _collector_off() -> Iterator[None]:
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _timed(run: Callable[[], Any], calls: int, now: Callable[[], float]) -> float:
+    start = now()
+    result = run()
+    elapsed = now() - start
+    del result
+    return elapsed / calls
 
 
 def race(
@@ -54,49 +82,59 @@ def race(
     budget_s: float,
     clock: str,
     calls: int,
+    warmup: bool = True,
 ) -> tuple[Verdict, dict[str, list[float]], list[float], float]:
-    """Times ``reference`` (``jax.jit``) and ``candidates`` interleaved until
+    """Times ``reference`` (``jax.jit``) and ``candidates`` in interleaved blocks until
     :func:`~hlo_go.api.verdict.judge` keeps or drops.
 
     Args:
-      reference: one sample of ``jax.jit``'s executable (``calls`` calls, blocking).
-      candidates: name -> one sample of that candidate.
+      reference: one block of ``jax.jit``'s executable (``calls`` calls, blocking).
+      candidates: name -> one block of that candidate.
       rule: the keep rule.
       budget_s: seconds the rounds may take.
       clock: ``"cpu"`` or ``"wall"``.
-      calls: calls per sample (times are divided by it).
+      calls: calls per block (times are divided by it).
+      warmup: run one untimed round first.
 
     Returns:
       ``(verdict, candidate samples, reference samples, seconds)``, times per call.
     """
+    now = CLOCKS[clock]
     began = time.perf_counter()
     ref: list[float] = []
     samples: dict[str, list[float]] = {name: [] for name in candidates}
     alive = list(candidates)
-    round_s = 0.0
-    while True:
-        start = time.perf_counter()
-        order = ["\0reference", *alive]
-        shift = len(ref) % len(order)
-        for name in order[shift:] + order[:shift]:
-            if name == "\0reference":
-                ref.append(_timed(reference, calls, clock))
-            else:
-                samples[name].append(_timed(candidates[name], calls, clock))
-        round_s = max(round_s, time.perf_counter() - start) if ref[1:] else 0.0
-        elapsed = time.perf_counter() - began
-        verdict = judge(
-            ref,
-            {name: samples[name] for name in alive},
-            rule,
-            elapsed_s=elapsed,
-            budget_s=budget_s,
-            next_round_s=round_s if len(ref) > 1 else time.perf_counter() - start,
-            comparisons=len(candidates),
-        )
-        if verdict.state != CONTINUE:
-            return verdict, samples, ref, elapsed
-        alive = list(verdict.alive)
+    with _collector_off():
+        if warmup:
+            for fn in (reference, *candidates.values()):
+                fn()
+        round_s = 0.0
+        while True:
+            start = time.perf_counter()
+            order = ["\0reference", *alive]
+            shift = len(ref) % len(order)
+            for name in order[shift:] + order[:shift]:
+                if name == "\0reference":
+                    ref.append(_timed(reference, calls, now))
+                else:
+                    samples[name].append(_timed(candidates[name], calls, now))
+            # the next round: as long as the longest so far with this many executables
+            round_s = max(round_s, time.perf_counter() - start)
+            elapsed = time.perf_counter() - began
+            verdict = judge(
+                ref,
+                {name: samples[name] for name in alive},
+                rule,
+                elapsed_s=elapsed,
+                budget_s=budget_s,
+                next_round_s=round_s,
+                comparisons=len(candidates),
+            )
+            if verdict.state != CONTINUE:
+                return verdict, samples, ref, elapsed
+            if len(verdict.alive) < len(alive):  # fewer blocks a round from now on
+                round_s *= (1 + len(verdict.alive)) / len(order)
+            alive = list(verdict.alive)
 
 
 def recheck(
@@ -106,29 +144,32 @@ def recheck(
     budget_s: float,
     clock: str,
     calls: int,
-    max_rounds: int = 12,
+    max_rounds: int = 40,
 ) -> tuple[bool, Estimate, int]:
     """The short re-check of a cached verdict (:func:`hlo_go.api.verdict.confirm`): at
-    least three interleaved rounds, then until decided, the budget or ``max_rounds``.
+    least three interleaved pairs of blocks, then until decided, the budget or
+    ``max_rounds``.
 
     Returns:
       ``(passed, estimate, rounds)``.
     """
+    now = CLOCKS[clock]
     began = time.perf_counter()
     ref: list[float] = []
     ours: list[float] = []
-    while True:
-        if len(ref) % 2 == 0:
-            ref.append(_timed(reference, calls, clock))
-            ours.append(_timed(candidate, calls, clock))
-        else:
-            ours.append(_timed(candidate, calls, clock))
-            ref.append(_timed(reference, calls, clock))
-        passed, e = confirm(ref, ours)
-        if passed is not None:
-            return passed, e, len(ref)
-        spent = time.perf_counter() - began
-        if len(ref) >= 3 and (
-            spent * (len(ref) + 1) / len(ref) > budget_s or len(ref) >= max_rounds
-        ):
-            return confirm_final(e), e, len(ref)
+    with _collector_off():
+        while True:
+            if len(ref) % 2 == 0:
+                ref.append(_timed(reference, calls, now))
+                ours.append(_timed(candidate, calls, now))
+            else:
+                ours.append(_timed(candidate, calls, now))
+                ref.append(_timed(reference, calls, now))
+            passed, e = confirm(ref, ours)
+            if passed is not None:
+                return passed, e, len(ref)
+            spent = time.perf_counter() - began
+            if len(ref) >= 3 and (
+                spent * (len(ref) + 1) / len(ref) > budget_s or len(ref) >= max_rounds
+            ):
+                return confirm_final(e), e, len(ref)

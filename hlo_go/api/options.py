@@ -35,7 +35,8 @@ class Options:
         ``"critical-path+xla-cpu-like"``), or ``"searched"`` (simulated annealing over the
         simulator).
       candidates: the decisions measured against ``jax.jit`` on the first call of each
-        signature, in the order they are compiled: baseline fusion heuristics of
+        signature, in the order they are compiled (the strongest first: the compile
+        budget may leave the last ones out): baseline fusion heuristics of
         :mod:`hlo_go.baselines` (lowered with XLA's own order) and ``"policy"``
         (:attr:`policy`). Candidates whose fused modules are identical are measured once.
       tasks: the decisions lowered into XLA's compile: a subset of
@@ -56,16 +57,22 @@ class Options:
         over ``jax.jit`` exceeds ``1 + min_gain``.
       confidence: one-sided confidence of that bound (divided among the candidates and
         the looks at the data, :class:`hlo_go.api.verdict.Rule`).
-      repeats: at most this many interleaved rounds per signature.
+      repeats: at most this many interleaved rounds per signature (a round times one
+        block of ``jax.jit``'s calls and one of each candidate's, a block being as many
+        calls as take about 20 ms, :mod:`hlo_go.api.measure`).
       measure_budget_s: seconds the interleaved rounds of one signature may take...
       measure_budget_ratio: ...or this multiple of ``jax.jit``'s own first call
-        (lowering and compile), when that is longer: a function slow to compile is
-        usually slow to run, and needs longer for the same number of rounds. The budget
-        is never shorter than the three rounds the rule needs before it first looks
-        (``jax.jit`` and every candidate three times), so a long training step is judged
-        on a few rounds rather than on none.
-      compile_budget_ratio: candidates are compiled, in order, until their lowering and
-        compiles took this multiple of ``jax.jit``'s compile (the first one always is).
+        (lowering, compile and one call), when that is longer: a function slow to
+        compile is usually slow to run, and needs longer for the same number of rounds.
+        A function too slow for four rounds of ``jax.jit`` and every candidate in that
+        budget races only the candidates whose checked call was fastest (at least one),
+        and the budget is never shorter than the four rounds the rule needs before it
+        first looks, so a long training step is judged on a few rounds rather than on
+        none.
+      compile_budget_ratio: candidates are decided, lowered and compiled, in order, until
+        that took this multiple of ``jax.jit``'s first call plus the measurement budget
+        (the first one always is; the policy's one-time compile in a process counts, so
+        a cold policy is left out when it would not fit).
       min_call_s: a function whose ``jax.jit`` call takes less than this (seconds) is too
         fast to time reliably, and gains too little to matter: it stays with
         ``jax.jit``, undecided.
@@ -83,7 +90,7 @@ class Options:
     """
 
     policy: str = "host-cpu"
-    candidates: tuple[str, ...] = ("xla-cpu-like", "fuse-all-legal", "priority-fusion", POLICY)
+    candidates: tuple[str, ...] = ("fuse-all-legal", "xla-cpu-like", "priority-fusion", POLICY)
     tasks: tuple[str, ...] = LOWERABLE_TASKS
     cluster: str = "host-cpu-1"
     budget: int = 0
@@ -91,7 +98,7 @@ class Options:
     measure: bool = True
     min_gain: float = 0.02
     confidence: float = 0.99
-    repeats: int = 40
+    repeats: int = 200
     measure_budget_s: float = 4.0
     measure_budget_ratio: float = 1.0
     compile_budget_ratio: float = 1.0

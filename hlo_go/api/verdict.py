@@ -1,26 +1,37 @@
 """The statistical rule :func:`hlo_go.jit` keeps an executable by: pure functions of timings.
 
-Timing runs in interleaved rounds: each round times ``jax.jit``'s executable and every
-candidate once, in a rotated order, so a slow minute of a shared host stretches all of
-them alike. Round ``i`` gives each candidate one *pair* ``(jit_i, ours_i)``, and its
-log-ratio ``log(jit_i / ours_i)`` (> 0: ours is faster). The pairs of a candidate are
-summarized by a paired one-sided Student-t interval on the mean log-ratio
-(:func:`estimate`): ``exp(mean ± t * sd / sqrt(n))`` bounds the speedup.
+Timing runs in interleaved rounds (:func:`hlo_go.api.measure.race`). A round times one
+*block* of ``jax.jit``'s executable and one block of every candidate still raced, in an
+order rotated from round to round; a block is as many calls in a row as take a few tens
+of milliseconds (one call of a slower function). Round ``i`` gives each candidate one
+*pair* ``(jit_i, ours_i)`` of block times, taken moments apart, and its log-ratio
+``r_i = log(jit_i / ours_i)`` (> 0: ours is faster): a slow minute of a shared host
+stretches both blocks of a pair alike and cancels in ``r_i``.
 
-:func:`judge` decides after each round:
+A candidate's speedup over ``jax.jit`` is summarized from its log-ratios
+(:func:`estimate`) by one-sided confidence bounds that tighten as pairs accumulate:
+
+* with :data:`SIGN_MIN_PAIRS` pairs or more, on the median log-ratio, distribution-free:
+  order statistics of the ``r_i`` at binomial quantiles (the sign test), which a few
+  blocks stretched by another process cannot move far;
+* with fewer, the paired Student-t interval on the mean log-ratio,
+  ``mean ± t * sd / sqrt(n)``.
+
+:func:`judge` decides after each round. At a *look* (after ``min_pairs``,
+``2 min_pairs``, ``4 min_pairs``, ... rounds, :meth:`Rule.looks`, and when measuring must
+end):
 
 * **keep** the leading candidate (the best point estimate) when the lower bound of its
-  speedup and its median pair both exceed ``1 + min_gain``;
+  speedup and its median pair both exceed ``1 + min_gain`` (when measuring ends, the
+  best of the candidates that do);
 * **drop** a candidate whose upper bound is below ``1 + min_gain`` (it cannot win), and
-  stay with ``jax.jit`` when none is left, when ``max_pairs`` rounds are done, or when
+  stay with ``jax.jit`` when none is left, or when ``max_pairs`` rounds are done or
   another round would overrun the measurement budget;
 * otherwise **continue**: the number of rounds adapts to the noise.
 
-Bounds are only looked at after ``min_pairs``, ``2 min_pairs``, ``4 min_pairs``, ...
-rounds (:meth:`Rule.looks`) and when measuring must end. The one-sided error
-``1 - confidence`` is divided among the candidates and the looks (Bonferroni), so
-neither racing several candidates nor looking repeatedly makes a noisy tie more likely
-to be kept.
+The one-sided error ``1 - confidence`` is divided among the candidates and the looks
+(Bonferroni), so neither racing several candidates nor looking repeatedly makes a noisy
+tie more likely to be kept.
 
 :func:`confirm` is the short re-check of a cached verdict in a new process: it passes
 unless the pairs show the executable is not faster than ``jax.jit``.
@@ -41,6 +52,10 @@ DROP: Literal["drop"] = "drop"
 CONTINUE: Literal["continue"] = "continue"
 State = Literal["keep", "drop", "continue"]
 
+# Pairs from which the bounds are the sign test's (distribution-free, on the median)
+# rather than Student's t (on the mean).
+SIGN_MIN_PAIRS = 20
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -49,15 +64,17 @@ class Rule:
     Attributes:
       min_gain: keep only a speedup whose lower bound exceeds ``1 + min_gain``.
       confidence: one-sided confidence of each bound, before it is divided among the
-        candidates (Bonferroni).
+        candidates and the looks (Bonferroni).
       min_pairs: rounds before anything is kept or dropped.
       max_pairs: rounds after which measuring stops (inconclusive: ``jax.jit`` stays).
+        The looks are planned up to it, so a ``max_pairs`` near the rounds the budget
+        allows spends no confidence on looks that never come.
     """
 
     min_gain: float = 0.02
     confidence: float = 0.99
-    min_pairs: int = 3
-    max_pairs: int = 40
+    min_pairs: int = 4
+    max_pairs: int = 200
 
     def __post_init__(self) -> None:
         if not 0 <= self.min_gain < 1:
@@ -94,11 +111,14 @@ class Estimate:
     """A candidate's speedup over ``jax.jit`` from its interleaved pairs.
 
     Attributes:
-      speedup: ``exp`` of the mean log-ratio (> 1: the candidate is faster).
-      lower: lower confidence bound of the speedup (0 with fewer than two pairs).
-      upper: upper confidence bound (inf with fewer than two pairs).
+      speedup: the point estimate (> 1: the candidate is faster): ``exp`` of the median
+        log-ratio when the bounds are the sign test's, of the mean log-ratio when they
+        are Student's t.
+      lower: lower confidence bound of the speedup (0 when too few pairs bound it).
+      upper: upper confidence bound (inf when too few pairs bound it).
       median: ``exp`` of the median log-ratio.
       pairs: how many pairs.
+      method: ``"sign"``, ``"t"``, or ``""`` with fewer than two pairs.
     """
 
     speedup: float
@@ -106,6 +126,7 @@ class Estimate:
     upper: float
     median: float
     pairs: int
+    method: str = ""
 
 
 def log_ratios(reference: Sequence[float], candidate: Sequence[float]) -> np.ndarray:
@@ -117,15 +138,28 @@ def log_ratios(reference: Sequence[float], candidate: Sequence[float]) -> np.nda
     ref, cand = np.asarray(reference, np.float64), np.asarray(candidate, np.float64)
     if ref.shape != cand.shape or ref.ndim != 1:
         raise ValueError(f"paired samples differ in length: {ref.shape} vs {cand.shape}")
-    if np.any(~(ref > 0)) or np.any(~(cand > 0)):
+    if np.any(~(ref > 0)) or np.any(~(cand > 0)) or not np.all(np.isfinite(ref * cand)):
         raise ValueError("timing samples must be positive and finite")
     return np.log(ref) - np.log(cand)
+
+
+def sign_rank(pairs: int, error: float) -> int:
+    """The 1-based rank ``k`` of the sign-test bound: the largest ``k`` with
+    ``P(Binomial(pairs, 1/2) <= k - 1) <= error`` (0 when even ``k = 1`` is too likely).
+
+    The ``k``-th smallest of ``pairs`` independent log-ratios exceeds their median with
+    probability at most ``error`` (and the ``k``-th largest falls below it likewise).
+    """
+    if pairs < 1:
+        return 0
+    cdf = stats.binom.cdf(np.arange(pairs), pairs, 0.5)
+    return int(np.count_nonzero(cdf <= error))
 
 
 def estimate(
     reference: Sequence[float], candidate: Sequence[float], *, confidence: float
 ) -> Estimate:
-    """The paired one-sided t-interval of the speedup (see the module docstring).
+    """The speedup and its one-sided bounds from paired samples (module docstring).
 
     Args:
       reference: ``jax.jit``'s samples, one per round.
@@ -139,10 +173,20 @@ def estimate(
     mean, median = float(r.mean()), float(np.median(r))
     if n < 2:
         return Estimate(math.exp(mean), 0.0, math.inf, math.exp(median), n)
+    error = 1.0 - confidence
+    k = sign_rank(n, error) if n >= SIGN_MIN_PAIRS else 0
+    if k:
+        ordered = np.sort(r)
+        low, high = float(ordered[k - 1]), float(ordered[n - k])
+        return Estimate(math.exp(median), math.exp(low), _exp(high), math.exp(median), n, "sign")
     half = float(stats.t.ppf(confidence, n - 1)) * float(r.std(ddof=1)) / math.sqrt(n)
     return Estimate(
-        math.exp(mean), math.exp(mean - half), math.exp(mean + half), math.exp(median), n
+        math.exp(mean), math.exp(mean - half), _exp(mean + half), math.exp(median), n, "t"
     )
+
+
+def _exp(x: float) -> float:
+    return math.exp(x) if x < 700 else math.inf
 
 
 @dataclass(frozen=True)
@@ -197,9 +241,8 @@ def judge(
     threshold = rule.threshold
     ending = n >= rule.max_pairs or elapsed_s + next_round_s > budget_s
     look = n >= rule.min_pairs and (n in rule.looks() or ending)
-    if not look:
-        alive = tuple(estimates)
-    else:
+    alive = tuple(estimates)
+    if look:
         alive = tuple(name for name, e in estimates.items() if e.upper > threshold)
     if not alive:
         best = max(estimates, key=lambda c: estimates[c].speedup) if estimates else None
@@ -210,11 +253,20 @@ def judge(
         )  # fmt: skip
     leader = max(alive, key=lambda c: estimates[c].speedup)
     lead = estimates[leader]
-    if look and lead.lower > threshold and lead.median > threshold:
-        return Verdict(
-            KEEP, leader, estimates, alive,
-            f"{leader} {describe(lead)} > {threshold:.2f}x over {n} interleaved rounds",
-        )  # fmt: skip
+    if look:
+        winners = [
+            name
+            for name in alive
+            if estimates[name].lower > threshold and estimates[name].median > threshold
+        ]
+        # the leader when it is shown faster; another only when measuring ends
+        if leader in winners or (winners and ending):
+            best = leader if leader in winners else max(winners, key=lambda c: estimates[c].speedup)
+            return Verdict(
+                KEEP, best, estimates, alive,
+                f"{best} {describe(estimates[best])} > {threshold:.2f}x over {n} "
+                "interleaved rounds",
+            )  # fmt: skip
     if ending:
         why = f"{n} rounds" if n >= rule.max_pairs else f"the {budget_s:.3g} s budget"
         return Verdict(
@@ -242,8 +294,7 @@ def confirm(
 
     Returns:
       ``(passed, estimate)``: ``passed`` is True once the lower bound of the speedup is
-      above 1, False once its upper bound is below 1 or (with ``min_pairs`` rounds) its
-      point estimate is, None while undecided.
+      above 1, False once its upper bound is below 1, None while undecided.
     """
     e = estimate(reference, candidate, confidence=confidence)
     if e.pairs < min_pairs:
