@@ -273,6 +273,30 @@ def test_hook_is_removed_also_on_error() -> None:
     assert calls == ["called"]
 
 
+def _square_dots(a: jax.Array, b: jax.Array) -> jax.Array:
+    return jnp.tanh(a @ b) * 0.5 + (a.T @ b) * 0.25
+
+
+def test_a_flop_heavy_dot_small_in_bytes_stays_out_of_fusions() -> None:
+    """A 64x64 @ 64x64 dot writes only 16 KiB, but XLA's elemental emitter would compute
+    it one element at a time inside a loop fusion: it stays a library kernel."""
+    from hlo_go.decisions import SMALL_MATRIX_BYTES, SMALL_MATRIX_FLOPS, large_matrix_nodes
+
+    a = jnp.linspace(-1.0, 1.0, 64 * 64).reshape(64, 64)
+    b = jnp.linspace(-0.5, 0.5, 64 * 64).reshape(64, 64)
+    prog = program(_square_dots, (a, b))
+    graph = prog.graph
+    opcode = {n: prog.prefusion.entry.instruction(n).opcode for n in graph.names}
+    dots = [i for i, n in enumerate(graph.names) if opcode[n] == "dot"]
+    assert dots and all(graph.bytes_out[i] <= SMALL_MATRIX_BYTES for i in dots)
+    assert all(graph.flops[i] > SMALL_MATRIX_FLOPS for i in dots)
+    assert all(large_matrix_nodes(graph)[i] for i in dots)
+    executable = prog.lower(fusion=methods.decide(graph, "fuse-all-legal"))
+    fused = {name for group in executable.groups for name in group}
+    assert not fused & {graph.names[i] for i in dots}
+    _close(executable(*prog.args), jax.jit(_square_dots)(a, b))
+
+
 def test_cli_measure_smoke(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
     from hlo_go.cli import main
 

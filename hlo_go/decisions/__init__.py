@@ -43,6 +43,7 @@ from hlo_go.decisions.legality import CPU_EMITTER_NOT_FUSIBLE as CPU_EMITTER_NOT
 from hlo_go.decisions.legality import FUSIBLE_OPCODES as FUSIBLE_OPCODES
 from hlo_go.decisions.legality import OUTPUT_ONLY_OPCODES as OUTPUT_ONLY_OPCODES
 from hlo_go.decisions.legality import SMALL_MATRIX_BYTES as SMALL_MATRIX_BYTES
+from hlo_go.decisions.legality import SMALL_MATRIX_FLOPS as SMALL_MATRIX_FLOPS
 from hlo_go.decisions.legality import FusionGroupError, check_fusion_groups, fusible_nodes
 from hlo_go.decisions.legality import graph_output_dims as graph_output_dims
 from hlo_go.decisions.legality import large_matrix_nodes as large_matrix_nodes

@@ -71,6 +71,11 @@ FUSIBLE_OPCODES.flags.writeable = False
 # XLA:CPU fuses a dot or convolution only when this small (bytes of its output; its
 # operands may read twice as many). Larger ones run as library kernels (Eigen, YNNPACK).
 SMALL_MATRIX_BYTES = 16 * 1024
+# ...and costing at most this many flops: a fused one is computed by XLA's elemental
+# emitter, one output element at a time, far slower a flop than the library kernel, so
+# only one whose elemental cost is about a kernel launch's gains from fusing (XLA:CPU's
+# own fusion takes matrix-vector products only).
+SMALL_MATRIX_FLOPS = 16 * 1024
 MATRIX_OPCODES: frozenset[str] = frozenset({"dot", "convolution"})
 _MATRIX = np.array([name in MATRIX_OPCODES for name in OPCODE_VOCAB])
 _MATRIX.flags.writeable = False
@@ -104,11 +109,12 @@ def _fusible_nodes(graph: OpGraph) -> np.ndarray:
 def large_matrix_nodes(graph: OpGraph) -> np.ndarray:
     """Which nodes are dots or convolutions larger than XLA:CPU ever fuses.
 
-    A dot or convolution is small when it writes at most :data:`SMALL_MATRIX_BYTES`
-    and reads at most twice that; XLA:CPU's own fusion takes only small ones. Inside a
-    loop fusion, XLA's elemental emitter computes one output element at a time and sums
-    its products in sequence, so a large one is slower than the library kernel and less
-    accurate: :meth:`hlo_go.xla.Program.lower` keeps large ones out of our fusions.
+    A dot or convolution is small when it writes at most :data:`SMALL_MATRIX_BYTES`,
+    reads at most twice that and costs at most :data:`SMALL_MATRIX_FLOPS`; XLA:CPU's own
+    fusion takes only small ones. Inside a loop fusion, XLA's elemental emitter computes
+    one output element at a time and sums its products in sequence, so a large one is
+    slower than the library kernel and less accurate: :meth:`hlo_go.xla.Program.lower`
+    keeps large ones out of our fusions.
 
     Args:
       graph: an OpGraph.
@@ -121,6 +127,7 @@ def large_matrix_nodes(graph: OpGraph) -> np.ndarray:
 
 def _large_matrix_nodes(graph: OpGraph) -> np.ndarray:
     small = (graph.bytes_read <= 2 * SMALL_MATRIX_BYTES) & (graph.bytes_out <= SMALL_MATRIX_BYTES)
+    small &= graph.flops <= SMALL_MATRIX_FLOPS
     return _readonly(_MATRIX[graph.opcode] & ~small)
 
 
