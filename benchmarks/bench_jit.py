@@ -48,7 +48,7 @@ SMALL_NODES = 2000
 USER_CASES = ("user: flax cnn adam", "user: transformer grad", "user: static+donate pytree",
               "user: embedding lookup")  # fmt: skip
 QUICK_CORPUS = ("rnnlm_l2_scan",)
-RESULTS_VERSION = 1
+RESULTS_VERSION = 2
 
 
 def _log(message: str) -> None:

@@ -188,3 +188,41 @@ def test_a_small_real_gain_is_kept_once_enough_pairs_accumulate():
         assert verdict.state == KEEP, (seed, verdict.reason)
         kept_at.append(rounds)
     assert min(kept_at) >= 8  # not at the first look: the interval needs pairs
+
+
+def test_looks_are_planned_to_the_rounds_the_budget_holds():
+    from hlo_go.api.measure import planned_pairs
+
+    assert planned_pairs(4.0, 0.02, min_pairs=4, max_pairs=200) == 100
+    assert planned_pairs(4.0, 3.0, min_pairs=4, max_pairs=200) == 4  # never under min_pairs
+    assert planned_pairs(100.0, 0.001, min_pairs=4, max_pairs=200) == 200
+    # fewer planned rounds, fewer looks: each look's bound is less strict
+    short, long = Rule(max_pairs=4), Rule(max_pairs=200)
+    assert short.looks() == (4,) and long.looks() == (4, 8, 16, 32, 64, 128, 200)
+    assert short.per_look_confidence(1) < long.per_look_confidence(1)
+
+
+def test_race_alternates_blocks_with_the_collector_off():
+    import gc
+
+    from hlo_go.api.measure import race
+
+    calls: list[tuple[str, bool]] = []
+
+    def block(name):
+        def run():
+            calls.append((name, gc.isenabled()))
+            return sum(range(2000))
+
+        return run
+
+    rule = Rule(min_gain=0.5, min_pairs=4, max_pairs=8)
+    verdict, samples, ref, _ = race(
+        block("jit"), {"a": block("a")}, rule, budget_s=60.0, clock="cpu", calls=1
+    )
+    assert gc.isenabled()
+    assert verdict.state != CONTINUE
+    assert len(samples["a"]) == len(ref) >= rule.min_pairs
+    assert not any(enabled for _, enabled in calls)
+    timed = [name for name, _ in calls[2:]]  # after the warm-up round
+    assert timed[:4] == ["jit", "a", "a", "jit"]  # the order alternates round by round

@@ -65,7 +65,6 @@ from hlo_go.api.measure import (
     WARMUP_BELOW_S,
     calls_per_sample,
     choose_clock,
-    planned_pairs,
     race,
     recheck,
 )
@@ -81,8 +80,8 @@ logger = logging.getLogger(__name__)
 
 # Interleaved rounds before the keep rule first looks (hlo_go.api.verdict.Rule.min_pairs).
 MIN_ROUNDS = 4
-# A jax.jit call at least this long (its first) is timed by that call alone.
-SLOW_CALL_S = 0.05
+# Seconds spent timing jax.jit's calls to size the timed blocks (one call at least).
+ONE_CALL_TIMING_S = 0.5
 # The reason of every signature first seen under another transformation.
 TRACED = "called under a jax transformation (traced): jax.jit's tracing is used"
 
@@ -300,17 +299,19 @@ class OptimizedFunction:
         return _Entry(call if record.kept == HLO_GO else fallback, record)
 
     def _one_call_s(self, reference: Any, inputs: Callable[[], Any], first_run_s: float) -> float:
-        """``jax.jit``'s executable's time a call: its first call's when that took
-        :data:`SLOW_CALL_S` or more (a few more calls would cost seconds), else the least
-        of a few more calls."""
-        if first_run_s >= SLOW_CALL_S:
-            return first_run_s
+        """``jax.jit``'s executable's time a call: the least of its first call and up to
+        three more, timed until they took :data:`ONE_CALL_TIMING_S` (none when the first
+        took that long: such a call's one-time costs are small beside it)."""
         best = first_run_s
+        spent = 0.0
         for _ in range(3):
+            if first_run_s >= ONE_CALL_TIMING_S or spent >= ONE_CALL_TIMING_S:
+                break
             a, k = self._signature.dynamic(*inputs())
             began = time.perf_counter()
             jax.block_until_ready(reference(*a, **k))
-            best = min(best, time.perf_counter() - began)
+            seconds = time.perf_counter() - began
+            best, spent = min(best, seconds), spent + seconds
         return best
 
     def _lower(self, program: Program, decisions: Decisions, schedule: bool) -> tuple[Any, Any]:
@@ -414,6 +415,12 @@ class OptimizedFunction:
         clock = choose_clock(options.clock)
         measure_base_s = max(options.measure_budget_s, options.measure_budget_ratio * jit_first_s)
         compile_budget = options.compile_budget_ratio * (jit_first_s + measure_base_s)
+        calls = calls_per_sample(one_call)
+        block_s = calls * one_call
+        # A function too slow for MIN_ROUNDS rounds of jax.jit and every candidate in the
+        # budget races only as many as fit (the fastest checked calls, at least one), and
+        # compiles one more to choose from.
+        fit = max(1, int(measure_base_s / (MIN_ROUNDS * block_s)) - 1)
         seen: dict[str, str] = {}
         correct: list[tuple[Candidate, Any, float]] = []  # (candidate, executable, check s)
         any_differ = False
@@ -424,7 +431,11 @@ class OptimizedFunction:
             if correct and name == POLICY:
                 spent += policy_compile_estimate(program, options)
             if correct and spent >= compile_budget:
-                continue  # not even decided: the budget is spent
+                outcome[name] = "not decided (compile budget spent)"
+                continue
+            if correct and len(correct) > fit:
+                outcome[name] = f"not decided (a call too slow to time more than {fit})"
+                continue
             c = decide_candidate(program, name, options)
             if not isinstance(c, Candidate):
                 outcome[c[0]] = f"failed to decide ({c[1]})"
@@ -450,8 +461,8 @@ class OptimizedFunction:
                 continue
             outcome[c.name] = f"{executable.num_fusions} fusions, outputs match"
             correct.append((c, executable, check_s))
-        for name in names:
-            outcome.setdefault(name, "not decided (compile budget spent)")
+        for name in names:  # left when measure=False keeps the first correct one
+            outcome.setdefault(name, "not decided (measure=False)")
         base = base._replace(
             nodes=nodes, decide_s=decide_s, policy_compile_s=policy_compile_s,
             method=", ".join(c.decided.method for c, _, _ in correct),
@@ -479,13 +490,8 @@ class OptimizedFunction:
                 candidates=summary(), reason="outputs match; not measured (measure=False)",
             )  # fmt: skip
             return record, c.decided.decisions, self._call_compiled(executable.compiled)
-        calls = calls_per_sample(one_call)
-        block_s = calls * one_call
-        # A slow function races only the candidates whose checked call was fastest, as
-        # many as leave room for MIN_ROUNDS rounds of jax.jit and each in the budget.
-        fit = int(measure_base_s / (MIN_ROUNDS * block_s)) - 1
-        raced = sorted(correct, key=lambda item: item[2])[: max(1, fit)]
-        raced = [item for item in correct if item in raced]  # in the candidates' order
+        raced = sorted(correct, key=lambda item: item[2])[:fit]
+        raced = [item for item in correct if any(item is r for r in raced)]  # in order
         for c, _, check_s in correct:
             if all(c is not r[0] for r in raced):
                 outcome[c.name] += f", not timed (a slower checked call, {check_s:.3g} s)"
@@ -496,8 +502,7 @@ class OptimizedFunction:
         progress(f"timing {len(raced)} candidate(s) against jax.jit (up to {budget_s:.0f} s)")
         rule = Rule(
             options.min_gain, options.confidence, min_pairs=MIN_ROUNDS,
-            max_pairs=planned_pairs(budget_s, block_s, min_pairs=MIN_ROUNDS,
-                                    max_pairs=max(MIN_ROUNDS, options.repeats)),
+            max_pairs=max(MIN_ROUNDS, options.repeats),
         )  # fmt: skip
         verdict, _, ref, measure_s = race(
             self._sampler(reference, inputs, calls, dynamic=True),

@@ -13,6 +13,7 @@ block costs more than the block).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import math
 import os
@@ -90,7 +91,9 @@ def race(
     Args:
       reference: one block of ``jax.jit``'s executable (``calls`` calls, blocking).
       candidates: name -> one block of that candidate.
-      rule: the keep rule.
+      rule: the keep rule; after the first round its looks are planned up to the
+        rounds of ``jax.jit`` and one candidate the rest of the budget holds
+        (:func:`planned_pairs`, at most ``rule.max_pairs``), before any look.
       budget_s: seconds the rounds may take.
       clock: ``"cpu"`` or ``"wall"``.
       calls: calls per block (times are divided by it).
@@ -120,6 +123,14 @@ def race(
                     samples[name].append(_timed(candidates[name], calls, now))
             # the next round: as long as the longest so far with this many executables
             round_s = max(round_s, time.perf_counter() - start)
+            if len(ref) == 1:  # plan the looks to the rounds the budget holds (none yet)
+                planned = planned_pairs(
+                    budget_s - (time.perf_counter() - began),
+                    round_s / len(order),
+                    min_pairs=rule.min_pairs,
+                    max_pairs=rule.max_pairs,
+                )
+                rule = dataclasses.replace(rule, max_pairs=planned)
             elapsed = time.perf_counter() - began
             verdict = judge(
                 ref,
