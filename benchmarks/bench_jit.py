@@ -26,7 +26,8 @@ Headline numbers: ``corpus_geomean_speedup`` (re-measured; fallbacks count 1.0),
 sample), ``kept_ours``, ``all_outputs_equal``, ``first_call_ratio_median`` (first call
 ÷ (``jax.jit``'s first call + the measurement budget the options give it)),
 ``decide_s_max_small`` (deciding on graphs of at most 2,000 nodes, without the policy's
-one-time compile, ``policy_compile_s_max``). Results per case are kept in
+one-time compile, ``policy_compile_s_max``, and the heuristics' one-time warm-up of the
+process, ``warmup_s_max``). Results per case are kept in
 ``results/jit.partial.json`` (``jit.quick.partial.json``) so an interrupted run resumes;
 progress is printed per case.
 """
@@ -232,6 +233,7 @@ def decide_case(name: str, quick: bool, cache_dir: str) -> dict[str, Any]:
         "first_call_ratio": first_call_s / (jit_first_s + budget),
         "decide_s": record.decide_s,
         "policy_compile_s": record.policy_compile_s,
+        "warmup_s": record.warmup_s,
         "compile_s": record.compile_s,
         "measure_s": record.measure_s,
         "outputs_equal": equal,
@@ -354,6 +356,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "policy_compile_s_max": max((r.get("policy_compile_s") or 0.0) for r in done)
         if done
         else None,
+        "warmup_s_max": max((r.get("warmup_s") or 0.0) for r in done) if done else None,
     }
 
 

@@ -378,3 +378,12 @@ def test_two_hooked_compiles_of_one_lowering_both_reach_the_hook():
     assert fired == [1, 1]
     a, b = uncached_options({"k": 1}), uncached_options({"k": 1})
     assert a["k"] == b["k"] == 1 and a != b
+
+
+def test_the_heuristics_warm_up_once_per_process():
+    from hlo_go.api.decide import _WARMED, warm_up
+
+    options = Options(cache_dir=None, candidates=("xla-cpu-like", "fuse-all-legal", "policy"))
+    warm_up(options)
+    assert {("xla-cpu-like", "host-cpu-1"), ("fuse-all-legal", "host-cpu-1")} <= _WARMED
+    assert warm_up(options) == 0.0  # warm: nothing left to do

@@ -201,6 +201,57 @@ def candidates(program: Program, options: Options) -> Iterator[Candidate | tuple
         yield decide_candidate(program, name, options)
 
 
+# A tiny module the heuristics decide once per process (:func:`warm_up`).
+_WARM_UP_HLO = """HloModule hlo_go_warm_up
+
+%add_f32 (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+
+ENTRY %main (x: f32[8,8], y: f32[8,8]) -> f32[8] {
+  %x = f32[8,8]{1,0} parameter(0)
+  %y = f32[8,8]{1,0} parameter(1)
+  %d = f32[8,8]{1,0} dot(%x, %y), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %t = f32[8,8]{1,0} tanh(%d)
+  %m = f32[8,8]{1,0} multiply(%t, %x)
+  %z = f32[] constant(0)
+  ROOT %r = f32[8]{0} reduce(%m, %z), dimensions={1}, to_apply=%add_f32
+}
+"""
+_WARMED: set[tuple[str, str]] = set()
+
+
+def warm_up(options: Options) -> float:
+    """Decides and simulates, once per process, each heuristic of ``options.candidates``
+    on a tiny module, so that their compiled kernels (numba's, loaded from its cache or
+    compiled) are loaded before deciding a real graph is timed.
+
+    Returns:
+      Seconds it took (0 when every one was warm; a heuristic that fails here is left
+      to fail when it decides the real graph).
+    """
+    from hlo_go.graph import build_graph
+    from hlo_go.hlo import parse_hlo
+    from hlo_go.sim import get_cluster, simulate
+
+    names = [(n, options.cluster) for n in candidate_names(options) if n != POLICY]
+    cold = [key for key in names if key not in _WARMED]
+    if not cold:
+        return 0.0
+    began = time.perf_counter()
+    graph = build_graph(parse_hlo(_WARM_UP_HLO, filename="<hlo-go warm-up>"))
+    for name, cluster in cold:
+        _WARMED.add((name, cluster))
+        try:
+            decisions = methods.decide(graph, name, cluster=cluster, seed=options.seed)
+            simulate(graph, get_cluster(cluster), decisions)
+        except Exception as error:
+            logger.debug("warm-up of %s failed: %s", name, error)
+    return time.perf_counter() - began
+
+
 def policy_compile_estimate(program: Program, options: Options) -> float:
     """Seconds deciding the ``"policy"`` candidate would first spend compiling the policy
     for ``program``'s input bucket: 0 when that is done in this process already (or

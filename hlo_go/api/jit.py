@@ -59,6 +59,7 @@ from hlo_go.api.decide import (
     decides_order,
     method_decisions,
     policy_compile_estimate,
+    warm_up,
 )
 from hlo_go.api.inputs import finite_like, has_nonfinite
 from hlo_go.api.measure import (
@@ -410,6 +411,7 @@ class OptimizedFunction:
         nodes = program.graph.num_nodes
         names = candidate_names(options)
         progress(f"deciding {len(names)} candidates for {nodes} nodes")
+        warmup_s = warm_up(options)
         outcome: dict[str, str] = {}
         decide_s = policy_compile_s = compile_s = 0.0
         clock = choose_clock(options.clock)
@@ -465,7 +467,7 @@ class OptimizedFunction:
             outcome.setdefault(name, "not decided (measure=False)")
         base = base._replace(
             nodes=nodes, decide_s=decide_s, policy_compile_s=policy_compile_s,
-            method=", ".join(c.decided.method for c, _, _ in correct),
+            warmup_s=warmup_s, method=", ".join(c.decided.method for c, _, _ in correct),
         )  # fmt: skip
         # correct: None when nothing was checked (failures), False when outputs differed
         base = base._replace(

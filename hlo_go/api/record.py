@@ -37,6 +37,9 @@ class Record(NamedTuple):
       measure_s: seconds spent timing.
       policy_compile_s: seconds of the policy's one-time compile in this process that
         fell on this signature (0: none).
+      warmup_s: seconds of the heuristics' one-time warm-up in this process that fell
+        on this signature (loading their compiled kernels, :func:`hlo_go.api.decide.warm_up`;
+        0: none).
       kept_decisions: the cache holds decisions for this entry.
       checked_on: ``"call inputs"``, or ``"redrawn finite inputs"`` when the call's held
         NaN or infinity.
@@ -63,6 +66,7 @@ class Record(NamedTuple):
     clock: str | None = None
     measure_s: float | None = None
     policy_compile_s: float = 0.0
+    warmup_s: float = 0.0
     kept_decisions: bool = False
     checked_on: str = ""
 
@@ -104,6 +108,8 @@ class Record(NamedTuple):
             timing.append(f"decide {self.decide_s:.2f} s")
         if self.policy_compile_s:
             timing.append(f"policy compile {self.policy_compile_s:.2f} s (once per process)")
+        if self.warmup_s:
+            timing.append(f"heuristics' warm-up {self.warmup_s:.2f} s (once per process)")
         if self.compile_s is not None:
             timing.append(f"lower+compile {self.compile_s:.2f} s")
         if self.measure_s is not None:
