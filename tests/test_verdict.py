@@ -226,3 +226,12 @@ def test_race_alternates_blocks_with_the_collector_off():
     assert not any(enabled for _, enabled in calls)
     timed = [name for name, _ in calls[2:]]  # after the warm-up round
     assert timed[:4] == ["jit", "a", "a", "jit"]  # the order alternates round by round
+
+
+def test_a_race_looks_once_however_short_its_budget():
+    from hlo_go.api.measure import race
+
+    rule = Rule(min_gain=0.5, min_pairs=4, max_pairs=100)
+    work = lambda: sum(range(5000))  # noqa: E731
+    verdict, samples, ref, _ = race(work, {"a": work}, rule, budget_s=0.0, clock="cpu", calls=1)
+    assert verdict.state == DROP and len(ref) == len(samples["a"]) >= rule.min_pairs

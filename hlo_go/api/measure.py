@@ -30,6 +30,9 @@ SAMPLE_S = 0.02
 MAX_CALLS_PER_SAMPLE = 200
 # Blocks shorter than this get one untimed warm-up round before the race.
 WARMUP_BELOW_S = 0.1
+# The budget holds at least this many times the rounds before the rule's first look,
+# each as long as the longest of them.
+FIRST_LOOK_SLACK = 1.25
 
 
 def choose_clock(clock: str) -> str:
@@ -94,7 +97,9 @@ def race(
       rule: the keep rule; after the first round its looks are planned up to the
         rounds of ``jax.jit`` and one candidate the rest of the budget holds
         (:func:`planned_pairs`, at most ``rule.max_pairs``), before any look.
-      budget_s: seconds the rounds may take.
+      budget_s: seconds the rounds may take (at least :data:`FIRST_LOOK_SLACK` times
+        ``rule.min_pairs`` rounds as long as the longest before the first look, so that
+        the rule looks at least once).
       clock: ``"cpu"`` or ``"wall"``.
       calls: calls per block (times are divided by it).
       warmup: run one untimed round first.
@@ -121,8 +126,12 @@ def race(
                     ref.append(_timed(reference, calls, now))
                 else:
                     samples[name].append(_timed(candidates[name], calls, now))
-            # the next round: as long as the longest so far with this many executables
+            # the next round: as long as the longest so far with this many executables, or
+            # as the rounds so far on average (with the rule's own time between them)
             round_s = max(round_s, time.perf_counter() - start)
+            round_s = max(round_s, (time.perf_counter() - began) / len(ref))
+            if len(ref) < rule.min_pairs:  # room for the rounds before the first look
+                budget_s = max(budget_s, FIRST_LOOK_SLACK * rule.min_pairs * round_s)
             if len(ref) == 1:  # plan the looks to the rounds the budget holds (none yet)
                 planned = planned_pairs(
                     budget_s - (time.perf_counter() - began),
@@ -143,8 +152,6 @@ def race(
             )
             if verdict.state != CONTINUE:
                 return verdict, samples, ref, elapsed
-            if len(verdict.alive) < len(alive):  # fewer blocks a round from now on
-                round_s *= (1 + len(verdict.alive)) / len(order)
             alive = list(verdict.alive)
 
 
