@@ -11,15 +11,17 @@ values) does, in order:
 3. look the lowered module's fingerprint up in the cache (:mod:`hlo_go.api.cache`); a
    "kept" verdict from another process is re-checked by a short interleaved timing
    (:func:`hlo_go.api.measure.recheck`) and dropped when it fails;
-4. otherwise make every candidate of :attr:`Options.candidates`
-   (:func:`hlo_go.api.decide.candidates`: the heuristics, and the policy), fuse each,
-   and compile the distinct ones in order within a compile budget
-   (:attr:`Options.compile_budget_ratio`);
+4. otherwise decide the candidates of :attr:`Options.candidates` in order
+   (:func:`hlo_go.api.decide.decide_candidate`: the heuristics, then the policy), fuse
+   each and compile the distinct ones, within a compile budget
+   (:attr:`Options.compile_budget_ratio`; a cold policy's one-time compile counts, and
+   a function too slow to time every candidate compiles one more than it can race);
 5. check each one's outputs against ``jax.jit``'s (dtype tolerances of
    :func:`hlo_go.xla.outputs_match`): a mismatch is out;
-6. time the correct ones against ``jax.jit`` in interleaved rounds and keep the fastest
-   only when it wins by the rule of :mod:`hlo_go.api.verdict`, within the measurement
-   budget (:attr:`Options.measure_budget_s`);
+6. time the correct ones against ``jax.jit`` in interleaved rounds of short blocks of
+   calls (:func:`hlo_go.api.measure.race`) and keep the fastest only when it wins by the
+   rule of :mod:`hlo_go.api.verdict`, within the measurement budget
+   (:attr:`Options.measure_budget_s`);
 7. store the verdict (and the kept decisions) in the cache.
 
 Any failure on the way, a mismatch or a loss keeps ``jax.jit``'s executable for that
