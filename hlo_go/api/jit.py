@@ -44,6 +44,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
+import math
 import statistics
 import sys
 import time
@@ -302,19 +303,21 @@ class OptimizedFunction:
         return _Entry(call if record.kept == HLO_GO else fallback, record)
 
     def _one_call_s(self, reference: Any, inputs: Callable[[], Any], first_run_s: float) -> float:
-        """``jax.jit``'s executable's time a call: the least of its first call and up to
-        three more, timed until they took :data:`ONE_CALL_TIMING_S` (none when the first
-        took that long: such a call's one-time costs are small beside it)."""
-        best = first_run_s
-        spent = 0.0
+        """Seconds one call of ``jax.jit``'s executable takes in a timed block (its inputs
+        made as the block makes them: copies of donated arrays included): the least of up
+        to three calls, timed until they took :data:`ONE_CALL_TIMING_S`; the first call's
+        time when that alone took as long (its one-time costs are small beside it)."""
+        if first_run_s >= ONE_CALL_TIMING_S:
+            return first_run_s
+        one = self._sampler(reference, inputs, 1, dynamic=True)
+        best, spent = math.inf, 0.0
         for _ in range(3):
-            if first_run_s >= ONE_CALL_TIMING_S or spent >= ONE_CALL_TIMING_S:
-                break
-            a, k = self._signature.dynamic(*inputs())
             began = time.perf_counter()
-            jax.block_until_ready(reference(*a, **k))
+            one()
             seconds = time.perf_counter() - began
             best, spent = min(best, seconds), spent + seconds
+            if spent >= ONE_CALL_TIMING_S:
+                break
         return best
 
     def _lower(self, program: Program, decisions: Decisions, schedule: bool) -> tuple[Any, Any]:
@@ -513,7 +516,7 @@ class OptimizedFunction:
             {c.name: self._sampler(e.compiled, inputs, calls, dynamic=True)
              for c, e, _ in raced},
             rule, budget_s=budget_s, clock=clock, calls=calls,
-            warmup=warmup,
+            warmup=warmup, block_s=block_s,
         )  # fmt: skip
         for name, e in verdict.estimates.items():
             outcome[name] += f", {describe(e)}"

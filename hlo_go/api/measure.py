@@ -87,6 +87,7 @@ def race(
     clock: str,
     calls: int,
     warmup: bool = True,
+    block_s: float | None = None,
 ) -> tuple[Verdict, dict[str, list[float]], list[float], float]:
     """Times ``reference`` (``jax.jit``) and ``candidates`` in interleaved blocks until
     :func:`~hlo_go.api.verdict.judge` keeps or drops.
@@ -96,13 +97,15 @@ def race(
       candidates: name -> one block of that candidate.
       rule: the keep rule; after the first round its looks are planned up to the
         rounds of ``jax.jit`` and one candidate the rest of the budget holds
-        (:func:`planned_pairs`, at most ``rule.max_pairs``), before any look.
+        (:func:`planned_pairs`, at most ``rule.max_pairs``), before any look, with
+        blocks as long as the shorter of ``block_s`` and the first round's.
       budget_s: seconds the rounds may take (at least :data:`FIRST_LOOK_SLACK` times
         ``rule.min_pairs`` rounds as long as the longest before the first look, so that
         the rule looks at least once).
       clock: ``"cpu"`` or ``"wall"``.
       calls: calls per block (times are divided by it).
       warmup: run one untimed round first.
+      block_s: the expected seconds of one block (None: the first round's).
 
     Returns:
       ``(verdict, candidate samples, reference samples, seconds)``, times per call.
@@ -135,7 +138,7 @@ def race(
             if len(ref) == 1:  # plan the looks to the rounds the budget holds (none yet)
                 planned = planned_pairs(
                     budget_s - (time.perf_counter() - began),
-                    round_s / len(order),
+                    min(block_s or math.inf, round_s / len(order)),
                     min_pairs=rule.min_pairs,
                     max_pairs=rule.max_pairs,
                 )
