@@ -431,18 +431,21 @@ class OptimizedFunction:
         seen: dict[str, str] = {}
         correct: list[tuple[Candidate, Any, float]] = []  # (candidate, executable, check s)
         any_differ = False
+        longest_s = 0.0  # the longest a candidate took to decide and compile so far
         for name in names:
             spent = decide_s + policy_compile_s + compile_s
             if correct and not options.measure:
                 break  # the first correct one is kept unmeasured
+            expected = longest_s  # no candidate is started that would overrun the budget
             if correct and name == POLICY:
-                spent += policy_compile_estimate(program, options)
-            if correct and spent >= compile_budget:
+                expected += policy_compile_estimate(program, options)
+            if correct and spent + expected > compile_budget:
                 outcome[name] = "not decided (compile budget spent)"
                 continue
             if correct and len(correct) > fit:
                 outcome[name] = f"not decided (a call too slow to time more than {fit})"
                 continue
+            started = time.perf_counter()
             c = decide_candidate(program, name, options)
             if not isinstance(c, Candidate):
                 outcome[c[0]] = f"failed to decide ({c[1]})"
@@ -458,6 +461,9 @@ class OptimizedFunction:
                 continue
             finally:
                 compile_s += time.perf_counter() - began
+                longest_s = max(
+                    longest_s, time.perf_counter() - started - c.decided.policy_compile_s
+                )
             if executable is None:
                 outcome[c.name] = f"same fusion as {module}"
                 continue

@@ -69,10 +69,11 @@ class Options:
         and the budget is never shorter than the four rounds the rule needs before it
         first looks, so a long training step is judged on a few rounds rather than on
         none.
-      compile_budget_ratio: candidates are decided, lowered and compiled, in order, until
-        that took this multiple of ``jax.jit``'s first call plus the measurement budget
-        (the first one always is; the policy's one-time compile in a process counts, so
-        a cold policy is left out when it would not fit).
+      compile_budget_ratio: candidates are decided, lowered and compiled, in order, while
+        that fits in this multiple of ``jax.jit``'s first call plus the measurement
+        budget, each expected to take as long as the longest so far (the first one always
+        is; the policy's one-time compile in a process counts, so a cold policy is left
+        out when it would not fit).
       min_call_s: a function whose ``jax.jit`` call takes less than this (seconds) is too
         fast to time reliably, and gains too little to matter: it stays with
         ``jax.jit``, undecided.
