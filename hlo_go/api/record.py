@@ -26,7 +26,7 @@ class Record(NamedTuple):
       fusions: fusion kernels in our compiled executable (None: not lowered).
       nodes: nodes of the pre-fusion graph decided for (None: not built).
       decide_s: seconds spent deciding every candidate (policy, heuristics, legality),
-        without the policy's one-time compile.
+        without the policy's one-time compile and the heuristics' warm-up.
       compile_s: seconds spent lowering and compiling the candidates.
       candidate: the candidate kept, or the best measured (a name of
         :attr:`Options.candidates`).
