@@ -17,11 +17,13 @@ timed by CPU time:
    afresh, checked against XLA's default (``jax.jit``) once more, and timed interleaved
    with XLA's default for :data:`REMEASURE_ROUNDS` rounds. ``gain`` is the heuristic's
    median over the found decisions' (> 1: the search found something faster); its
-   spread is the quartiles and extremes of the per-round paired ratios.
+   spread is the quartiles (the table's ``p25–p75``) and extremes of the per-round paired
+   ratios. ``per_graph`` holds every number: the heuristics' times, the search's history,
+   the samples, XLA's default's time.
 
 ``headroom_geomean`` is the geometric mean of the gains. Graphs run on up to two cores at
 once (env ``HLO_GO_HEADROOM_WORKERS``: 1 runs one at a time). Each graph's result is
-cached in ``results/headroom.partial.json`` (``headroom.quick.partial.json``) with a
+cached in ``results/headroom.partial.json`` (``headroom.partial.quick.json``) with a
 digest of its inputs, the candidate budget and :data:`RESULTS_VERSION`, so an interrupted
 run resumes; a graph cached with other inputs, another budget or an older version is run
 again.
@@ -228,7 +230,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
     candidates = QUICK_CANDIDATES if quick else CANDIDATES
     rounds = QUICK_REMEASURE_ROUNDS if quick else REMEASURE_ROUNDS
     settings = QUICK_SEARCH if quick else SEARCH
-    cache = RESULTS_DIR / f"headroom{'.quick' if quick else ''}.partial.json"
+    cache = RESULTS_DIR / f"headroom.partial{'.quick' if quick else ''}.json"
     per_graph: dict[str, dict[str, Any]] = {}
     if cache.exists():
         per_graph = json.loads(cache.read_text())
@@ -301,22 +303,15 @@ def result(
         rows.append(
             {
                 "graph": name,
-                "family": g["family"],
-                "nodes": g["nodes"],
-                "best_heuristic": g["best_heuristic"],
+                "heuristic": g["best_heuristic"],
                 "heuristic_s": round(m["heuristic_s"], 4),
                 "found_s": round(m["found_s"], 4),
                 "gain": round(m["gain"], 4),
-                "gain_p25–p75": f"{m['paired_gain_p25']:.3f}–{m['paired_gain_p75']:.3f}",
-                "gain_min–max": f"{m['paired_gain_min']:.3f}–{m['paired_gain_max']:.3f}",
-                "vs_xla": round(m["xla_default_s"] / m["found_s"], 3),
+                "p25–p75": f"{m['paired_gain_p25']:.3f}–{m['paired_gain_p75']:.3f}",
                 "measured": s["measured"],
                 "illegal": s["illegal"],
-                "unchanged": s["unchanged"],
                 "accepted": s["accepted"],
-                "ordered": s["ordered"],
                 "correct": correct,
-                "minutes": round(g["seconds"] / 60, 1),
             }
         )
     geomean = math.exp(statistics.fmean(math.log(x) for x in gains)) if gains else None
