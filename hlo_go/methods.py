@@ -8,6 +8,9 @@ A method name says who decides for a graph:
   (``"simulated-annealing"``, ...);
 * :data:`SEARCHED`: simulated annealing over the simulator, deciding what
   :func:`searched_tasks` says for the cluster;
+* :data:`MEASURED`: a search that lowers and times every candidate on this host
+  (:func:`hlo_go.baselines.measured_search`), from the fastest measured heuristic; it
+  needs the program itself (``program=``), and its ``budget`` is measured candidates;
 * a GO policy: a shipped name (:func:`hlo_go.pretrained.shipped_names`) or a checkpoint
   path, zero-shot or fine-tuned (:func:`hlo_go.rl.policy_decisions`);
 * for a schedule only, :data:`MEMORY_ORDER` (XLA's order, memory-freeing instructions
@@ -25,6 +28,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+import numpy as np
+
 from hlo_go import baselines
 from hlo_go.baselines.search import SEARCH_TASKS
 from hlo_go.decisions import Decisions
@@ -33,12 +38,14 @@ from hlo_go.graph import OpGraph
 from hlo_go.pretrained import policy_path, shipped_names
 from hlo_go.sim import Cluster, get_cluster
 from hlo_go.xla import MEMORY_ORDER as XLA_MEMORY_ORDER
-from hlo_go.xla import Order, Variant
+from hlo_go.xla import Order, Program, Variant
 
 # The cluster methods decide for when lowering into XLA here: one calibrated core of this host.
 HOST_CLUSTER = "host-cpu-1"
 # The method name of simulated annealing over the simulator.
 SEARCHED = "searched"
+# The method name of the search that measures every candidate on this host.
+MEASURED = "measured-search"
 # The schedule name of XLA's order with memory-freeing instructions run first
 # (:func:`hlo_go.xla.schedule.memory_schedule`); :data:`SEARCHED`'s schedule on one device.
 MEMORY_ORDER = "memory"
@@ -52,6 +59,11 @@ _BASELINE_KIND = {"fusion": "fusion", "schedule": "scheduling", "placement": "pl
 
 class UnknownMethodError(baselines.UnknownMethodError, HloGoError):
     """A name that names no method for a task (the message lists the known ones)."""
+
+
+class ProgramRequiredError(ValueError, HloGoError):
+    """:data:`MEASURED` asked to decide without the program it must compile and time, or
+    with a program whose pre-fusion graph is not the graph given."""
 
 
 def searched_tasks(cluster: Cluster) -> tuple[str, ...]:
@@ -87,8 +99,9 @@ def names(task: str) -> tuple[str, ...]:
       task: ``"fusion"``, ``"schedule"`` or ``"placement"``.
 
     Returns:
-      Baseline components of the task, the baseline searches, :data:`SEARCHED`, the
-      shipped policies, and for a schedule :data:`MEMORY_ORDER` and :data:`XLA_ORDER`.
+      Baseline components of the task, the baseline searches, :data:`SEARCHED`,
+      :data:`MEASURED` (fusion and schedule), the shipped policies, and for a schedule
+      :data:`MEMORY_ORDER` and :data:`XLA_ORDER`.
 
     Raises:
       ValueError: an unknown task.
@@ -97,6 +110,8 @@ def names(task: str) -> tuple[str, ...]:
         raise ValueError(f"unknown task {task!r}; tasks: {', '.join(TASKS)}")
     searches = [s for s in baselines.names("search") if task == "placement" or s != "hdp"]
     out = [*baselines.names(_BASELINE_KIND[task]), *searches, SEARCHED]  # hdp: placement only
+    if task != "placement":
+        out.append(MEASURED)
     if task == "schedule":
         out += [MEMORY_ORDER, XLA_ORDER]
     return (*out, *shipped_names())
@@ -141,33 +156,46 @@ def decide(
     samples: int = 0,
     finetune_steps: int = 0,
     work_dir: str | Path | None = None,
+    program: Program | None = None,
+    time_limit: float | None = None,
 ) -> Decisions:
     """The decisions a named method takes for ``graph``.
 
     Args:
       graph: the graph to decide for (for lowering: :attr:`hlo_go.xla.Program.graph`).
-      method: a baseline name (:func:`hlo_go.baselines.get`), :data:`SEARCHED`, or a GO
-        policy (shipped name or checkpoint path).
+      method: a baseline name (:func:`hlo_go.baselines.get`), :data:`SEARCHED`,
+        :data:`MEASURED`, or a GO policy (shipped name or checkpoint path).
       cluster: the cluster (or preset name) the method decides for.
       seed: the method's random seed.
-      budget: simulator evaluations (search, ``priority-fusion``); None: the default.
+      budget: simulator evaluations (search, ``priority-fusion``); for :data:`MEASURED`,
+        measured candidates; None: the default.
       samples: a policy's zero-shot samples (best of greedy and these).
       finetune_steps: fine-tune a policy this many PPO steps first (0: zero-shot).
       work_dir: a fine-tuning run's directory (default: a temporary one).
+      program: the program whose pre-fusion graph ``graph`` is; :data:`MEASURED` compiles
+        and times its candidates with it (other methods ignore it).
+      time_limit: wall-clock seconds a search (:data:`SEARCHED`, :data:`MEASURED`) may
+        take, or None.
 
     Returns:
       The decisions, marked as made for ``graph``.
 
     Raises:
       UnknownMethodError: an unknown name (the message lists the known ones).
+      ProgramRequiredError: :data:`MEASURED` without ``program``, or with another
+        graph's.
     """
     target = get_cluster(cluster) if isinstance(cluster, str) else cluster
+    if method == MEASURED:
+        return _measured(graph, program, cluster=target, seed=seed, budget=budget,
+                         time_limit=time_limit)  # fmt: skip
     if method == SEARCHED:
         result = baselines.run_search(
             graph,
             target,
             "simulated-annealing",
             budget=budget,
+            time_limit=time_limit,
             seed=seed,
             tasks=searched_tasks(target),
         )
@@ -191,6 +219,36 @@ def decide(
     return chosen(graph, target, seed=seed, budget=budget).for_graph(graph)
 
 
+def _measured(
+    graph: OpGraph,
+    program: Program | None,
+    *,
+    cluster: Cluster,
+    seed: int,
+    budget: int | None,
+    time_limit: float | None,
+) -> Decisions:
+    """:data:`MEASURED`'s decisions: :func:`hlo_go.baselines.measured_search` on ``program``.
+
+    Where the search kept XLA's order, the schedule priority is uniform (list scheduling
+    then keeps XLA's order; :func:`schedule_spec` gives XLA's order itself).
+    """
+    if program is None:
+        raise ProgramRequiredError(
+            f"{MEASURED!r} compiles and times its candidates: pass the program, e.g. "
+            f"decide(prog.graph, {MEASURED!r}, program=prog) with prog = hlo_go.xla.program(...)"
+        )
+    if program.graph.fingerprint != graph.fingerprint:
+        raise ProgramRequiredError(
+            f"{MEASURED!r}: the program's pre-fusion graph ({program.graph.fingerprint}) is not "
+            f"the graph given ({graph.fingerprint}); decide on program.graph"
+        )
+    result = baselines.measured_search(
+        program, budget=budget, time_limit=time_limit, seed=seed, cluster=cluster
+    )
+    return result.decisions.for_graph(graph)
+
+
 def fusion_spec(
     graph: OpGraph,
     method: str | None,
@@ -198,8 +256,11 @@ def fusion_spec(
     cluster: str | Cluster = HOST_CLUSTER,
     seed: int = 0,
     budget: int | None = None,
+    program: Program | None = None,
 ) -> Decisions | None:
     """What :meth:`hlo_go.xla.Program.lower` takes as ``fusion`` for a method name.
+
+    ``program`` is :func:`decide`'s (:data:`MEASURED` needs it).
 
     Returns:
       The method's decisions (their fusion priority is lowered), or None for None (no
@@ -207,7 +268,7 @@ def fusion_spec(
     """
     if method is None:
         return None
-    return decide(graph, method, cluster=cluster, seed=seed, budget=budget)
+    return decide(graph, method, cluster=cluster, seed=seed, budget=budget, program=program)
 
 
 def schedule_spec(
@@ -217,19 +278,34 @@ def schedule_spec(
     cluster: str | Cluster = HOST_CLUSTER,
     seed: int = 0,
     budget: int | None = None,
+    program: Program | None = None,
 ) -> Decisions | Order | None:
     """What :meth:`hlo_go.xla.Program.lower` takes as ``schedule`` for a method name.
 
+    ``program`` is :func:`decide`'s (:data:`MEASURED` needs it).
+
     Returns:
-      None for None or :data:`XLA_ORDER` (XLA's order); :data:`hlo_go.xla.MEMORY_ORDER`
-      for :data:`MEMORY_ORDER`, and for :data:`SEARCHED` on a cluster where the search
-      does not decide the order (:func:`searched_tasks`); else the method's decisions
-      (their schedule priority is lowered).
+      None for None or :data:`XLA_ORDER` (XLA's order), and for :data:`MEASURED` where
+      its search kept XLA's order; :data:`hlo_go.xla.MEMORY_ORDER` for
+      :data:`MEMORY_ORDER`, and for :data:`SEARCHED` on a cluster where the search does
+      not decide the order (:func:`searched_tasks`); else the method's decisions (their
+      schedule priority is lowered).
     """
     target = get_cluster(cluster) if isinstance(cluster, str) else cluster
     if method is None or _orders_without_deciding(method, target):
         return _order(method)
-    return decide(graph, method, cluster=target, seed=seed, budget=budget)
+    decided = decide(graph, method, cluster=target, seed=seed, budget=budget, program=program)
+    return _imposed(method, decided)
+
+
+def _imposed(method: str, decisions: Decisions) -> Decisions | None:
+    """The schedule to lower for a method's decisions: None (XLA's order) for
+    :data:`MEASURED` decisions whose schedule priority is uniform (its search kept XLA's
+    order), else the decisions."""
+    priority = np.asarray(decisions.schedule_priority)
+    if method == MEASURED and (priority.size == 0 or np.all(priority == priority[0])):
+        return None
+    return decisions
 
 
 def _orders_without_deciding(method: str | None, cluster: Cluster) -> bool:
@@ -256,6 +332,7 @@ def variants(
     cluster: str | Cluster = HOST_CLUSTER,
     seed: int = 0,
     budget: int | None = None,
+    program: Program | None = None,
 ) -> dict[str, Variant]:
     """The :class:`hlo_go.xla.Variant` of each (fusion, schedule) pair of method names.
 
@@ -267,20 +344,25 @@ def variants(
         :func:`fusion_spec` and :func:`schedule_spec`.
       cluster: the cluster the methods decide for.
       seed: the methods' seed.
-      budget: simulator evaluations for a search.
+      budget: simulator evaluations for a search; measured candidates for
+        :data:`MEASURED`.
+      program: the program, for :data:`MEASURED` (:func:`decide`).
 
     Returns:
       Variant name -> variant, labelled by its method names (:func:`label`).
 
     Raises:
       UnknownMethodError: an unknown name.
+      ProgramRequiredError: :data:`MEASURED` without the program.
     """
     target = get_cluster(cluster) if isinstance(cluster, str) else cluster
     decided: dict[str, Decisions] = {}
 
     def decisions_of(method: str) -> Decisions:
         if method not in decided:
-            decided[method] = decide(graph, method, cluster=target, seed=seed, budget=budget)
+            decided[method] = decide(
+                graph, method, cluster=target, seed=seed, budget=budget, program=program
+            )
         return decided[method]
 
     out: dict[str, Variant] = {}
@@ -290,6 +372,6 @@ def variants(
         if schedule is None or _orders_without_deciding(schedule, target):
             ordered = _order(schedule)
         else:
-            ordered = decisions_of(schedule)
+            ordered = _imposed(schedule, decisions_of(schedule))
         out[name] = Variant(fused, ordered, label=label(fusion, schedule))
     return out

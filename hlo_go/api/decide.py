@@ -94,7 +94,7 @@ def method_decisions(program: Program, method: str, options: Options) -> Decisio
     """
     return methods.decide(
         program.graph, method, cluster=options.cluster, seed=options.seed,
-        budget=options.budget or None,
+        budget=options.budget or None, program=program,
     )  # fmt: skip
 
 

@@ -12,6 +12,7 @@ Public names::
     run_hdp(graph, cluster, budget=, time_limit=, seed=, fixed=, config=) -> SearchResult
     HDPConfig, SearchResult (.curve, .best, ...), Curve
     run_methods(graph, cluster, methods) -> [BaselineRow]     STANDARD_METHODS
+    measured_search(program, budget=, time_limit=, seed=) -> MeasuredSearchResult
 
 Each heuristic is reached by its name through :func:`get`; the component functions, the
 search space and the report helpers stay importable from here and from their modules but
@@ -24,6 +25,7 @@ heuristics use), :mod:`~hlo_go.baselines.scopes` (layers from op_name metadata),
 :mod:`~hlo_go.baselines.scheduling` (FIFO, critical path),
 :mod:`~hlo_go.baselines.fusion` (no fusion, XLA:CPU-like, all legal, priority fusion),
 :mod:`~hlo_go.baselines.search` (random search, simulated annealing, BRKGA),
+:mod:`~hlo_go.baselines.measured` (a search that times every candidate on this host),
 :mod:`~hlo_go.baselines.hdp` (the hierarchical placer of Mirhoseini et al., trained by
 policy gradient on the simulator),
 :mod:`~hlo_go.baselines.curve` (convergence curves), :mod:`~hlo_go.baselines.result`
@@ -46,6 +48,7 @@ from hlo_go.baselines.fusion import xla_cpu_like_priority as xla_cpu_like_priori
 from hlo_go.baselines.hdp import HDPConfig, run_hdp
 from hlo_go.baselines.list_scheduling import favourite_children as favourite_children
 from hlo_go.baselines.list_scheduling import list_schedule_placement as list_schedule_placement
+from hlo_go.baselines.measured import MeasuredSearchError, MeasuredSearchResult, measured_search
 from hlo_go.baselines.placement import contiguous_split as contiguous_split
 from hlo_go.baselines.placement import cut_bytes as cut_bytes
 from hlo_go.baselines.placement import expert_placement as expert_placement
@@ -83,11 +86,14 @@ __all__ = [
     "BaselineRow",
     "Curve",
     "HDPConfig",
+    "MeasuredSearchError",
+    "MeasuredSearchResult",
     "Method",
     "SearchResult",
     "UnknownMethodError",
     "combine",
     "get",
+    "measured_search",
     "names",
     "run_hdp",
     "run_methods",
