@@ -66,7 +66,7 @@ def corpus_case(name: str, platform: str) -> tuple[Any, tuple[Any, ...]]:
     import jax
 
     from hlo_corpus import get_workload
-    from hlo_go.xla import random_arguments
+    from hlo_go.xla.inputs import random_arguments
 
     step, abstract = get_workload(name).make()
     args = random_arguments(tuple(abstract), seed=0, scale=0.1, positive=True)
@@ -151,8 +151,9 @@ def profile(names: tuple[str, ...], platform: str, *, repeats: int) -> dict[str,
     """Part 3: per-kernel profiles, ``h100x8``'s device fitted to them, step errors."""
     import jax
 
-    from hlo_go.sim import calibrate, get_cluster, profiled_graph
-    from hlo_go.sim.validation import predict_step
+    from hlo_go.calibration import profiled_graph
+    from hlo_go.calibration.validation import predict_step
+    from hlo_go.sim import calibrate, get_cluster
     from hlo_go.xla import profile_lowered
 
     options = {} if platform != "cpu" else None  # XLA:CPU's traceme option comes with it

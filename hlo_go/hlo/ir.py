@@ -164,7 +164,6 @@ class HloComputation:
         return computation_to_text(self, is_entry=is_entry)
 
 
-
 def reachable_computations(computations: Mapping[str, HloComputation], entry: str) -> set[str]:
     """Names of the computations ``entry`` reaches through called computations (itself
     included), among ``computations``."""

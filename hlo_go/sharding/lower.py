@@ -156,8 +156,10 @@ def measure_shardings(
     """
     import jax
 
-    from hlo_go.xla import compile_hlo_text, run_executable, time_interleaved, training_inputs
+    from hlo_go.xla.bridge import compile_hlo_text, run_executable
+    from hlo_go.xla.inputs import training_inputs
     from hlo_go.xla.spmd import check_spmd
+    from hlo_go.xla.timing import time_interleaved
 
     args = training_inputs(sg.module)
     # The unsharded module, compiled once: the reference outputs and the timing baseline.
