@@ -169,6 +169,7 @@ def test_measure_overlap_is_computed():
     assert not _overlap((1.0, 2.0), (2.5, 3.0))
 
 
+@pytest.mark.slow
 def test_endless_loop_times_out_instead_of_hanging():
     endless = BAD / "endless_while.hlo"
     proc = subprocess.run(

@@ -190,6 +190,7 @@ def _corpus_picks() -> list[str]:
     return sorted(set(smallest.values()) | set(by_size[-1:]))
 
 
+@pytest.mark.slow
 def test_corpus_graph_invariants() -> None:
     picks = _corpus_picks()
     assert len(picks) >= 2  # the bundled corpus has several families

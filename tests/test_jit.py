@@ -285,6 +285,7 @@ def test_signature_keys_and_static_resolution():
         sig.key((x, [1]), {})
 
 
+@pytest.mark.slow
 def test_shipped_policies_load_and_decide(tmp_path):
     from hlo_go.pretrained import SHIPPED, load_policy, policy_path
 

@@ -270,6 +270,7 @@ def test_send_is_refused_in_a_child_process():
     assert line["outcome"] == "refused" and line["error"] == "OptimizedModuleError", line
 
 
+@pytest.mark.slow
 def test_corpus_module_optimized_by_xla_is_measured():
     line = run_child("corpus", "rnnlm_l2_scan")
     assert line["outcome"] == "measured" and line["correct"], line
@@ -357,6 +358,7 @@ SAMPLES_CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_every_sample_xla_optimized_computes_what_it_did_before():
     """Each sample program's optimized text (XLA:CPU's fused, scheduled output) compiles
     again into what its unoptimized text computes, on the same inputs, or is refused by

@@ -242,6 +242,7 @@ def all_hlo_files() -> list[Path]:
     return sorted(f for f in files if BAD not in f.parents)
 
 
+@pytest.mark.slow
 def test_everything_xla_printed_verifies() -> None:
     """The corpus (unoptimized and pre-fusion stages) and the XLA-style test files are
     what XLA prints: every one must pass."""
