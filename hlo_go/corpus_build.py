@@ -22,6 +22,7 @@ jax version give byte-identical files.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import hashlib
 import io
@@ -33,7 +34,7 @@ import sys
 import time
 import warnings
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from functools import partial
@@ -43,8 +44,13 @@ from typing import Any
 import jax
 import jaxlib
 
+try:
+    import fcntl
+except ImportError:  # not on Windows: concurrent builds there may lose index entries
+    fcntl = None
+
 from hlo_corpus.registry import all_workloads, spec_workload
-from hlo_corpus.variants import get_spec, specs
+from hlo_corpus.variants import FAMILIES, get_spec, specs
 from hlo_corpus.workload import SEED
 from hlo_go.corpus.cache import CACHED_SPLITS, variants_root
 from hlo_go.corpus.sanitize import relocate
@@ -318,6 +324,18 @@ def _select_cached(names: Iterable[str] | None, splits: Sequence[str]) -> list[s
     return wanted
 
 
+def interleaved(names: Sequence[str]) -> list[str]:
+    """``names`` in build order: round-robin over the families (the first of each
+    family, then the second, ...), so that any prefix of a build covers every family."""
+    rank: dict[str, int] = {}
+    keyed = []
+    for position, name in enumerate(names):
+        family = get_spec(name).family
+        keyed.append((rank.get(family, 0), FAMILIES.index(family), position, name))
+        rank[family] = rank.get(family, 0) + 1
+    return [name for *_, name in sorted(keyed)]
+
+
 def is_cached(name: str, out: Path) -> bool:
     """Whether ``out`` holds graph ``name`` built from its current spec (both stages)."""
     entry = _old_index(out).get("graphs", {}).get(name)
@@ -347,13 +365,29 @@ def build_named(name: str) -> tuple[dict[str, bytes], dict[str, Any], float]:
     return data, built.entry, time.perf_counter() - start
 
 
+@contextlib.contextmanager
+def _locked(out: Path) -> Iterator[None]:
+    """Holds an exclusive lock on ``out/index.lock`` (where ``fcntl`` exists), so that
+    builds running side by side do not lose each other's index entries."""
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "index.lock", "a") as handle:
+        if fcntl is not None:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            if fcntl is not None:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def _write_graph(out: Path, name: str, data: dict[str, bytes], entry: dict[str, Any]) -> int:
     """Writes one graph's files, then its index entry (so a kill leaves no entry without
     its files); returns the bytes written."""
     for stage in STAGES:
         _write_atomic(out / file_name(name, stage), data[stage])
-    index = _merged_index(out, {name: entry}, index_only=False, order=_cached_order())
-    _write_atomic(out / "index.json", index_text(index).encode("utf-8"))
+    with _locked(out):
+        index = _merged_index(out, {name: entry}, index_only=False, order=_cached_order())
+        _write_atomic(out / "index.json", index_text(index).encode("utf-8"))
     return sum(len(d) for d in data.values())
 
 
@@ -412,7 +446,7 @@ def build_cached(
     out = Path(out_dir) if out_dir is not None else variants_root()
     selected = _select_cached(names, splits)
     skipped = [] if force else [n for n in selected if is_cached(n, out)]
-    todo = [n for n in selected if n not in set(skipped)]
+    todo = interleaved([n for n in selected if n not in set(skipped)])
     seconds: dict[str, float] = {}
     sizes: dict[str, int] = {}
     failed: dict[str, str] = {}
