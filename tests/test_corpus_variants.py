@@ -13,6 +13,7 @@ import pytest
 from hlo_corpus.registry import all_workloads, extra_workloads
 from hlo_corpus.variants import FAMILIES, get_spec, specs
 from hlo_go import corpus, corpus_build
+from hlo_go.cli import main
 from hlo_go.graph import OpGraph, build_graph
 
 # The smallest variants (a few hundred nodes each): one scanned LSTM layer, and GPT-2.
@@ -141,3 +142,18 @@ def test_command_line_builds_into_a_directory(tmp_path, capsys):
     assert corpus.load(OTHER, "prefusion", tmp_path).name == f"jit_{OTHER}"
     assert corpus_build.main(["--variants", "--jobs", "0"]) == 2
     assert corpus_build.main(["not_a_graph_v9", "--out", str(tmp_path)]) == 1
+
+
+def test_hlo_go_corpus_commands(built, capsys, monkeypatch):
+    out, _ = built
+    monkeypatch.setenv("HLO_GO_CORPUS_VARIANTS", str(out))
+    assert corpus.variants_root() == out
+    assert main(["corpus", "list", "--split", "variants", "--family", "rnnlm"]) == 0
+    printed = capsys.readouterr().out
+    assert SMALL in printed and "more registered but not built" in printed
+    assert main(["corpus", "show", SMALL]) == 0
+    assert "while" in capsys.readouterr().out
+    assert main(["corpus", "list", "--split", "variants", "--family", "lstm"]) == 2
+    assert main(["corpus", "build", "--variants", "gpt2_l2"]) == 2  # a base name
+    assert main(["corpus", "build", SMALL]) == 0  # already cached: nothing to build
+    assert "0 graphs in" in capsys.readouterr().out
