@@ -216,8 +216,16 @@ def _old_index(out: Path) -> dict[str, Any]:
 
 
 def _merged_index(
-    out: Path, entries: dict[str, dict], *, index_only: bool, order: Sequence[str] | None = None
+    out: Path,
+    entries: dict[str, dict],
+    *,
+    index_only: bool,
+    order: Sequence[str] | None = None,
+    keep_unknown: bool = False,
 ) -> dict[str, Any]:
+    """The index with ``entries`` merged in, in ``order`` (default: the base corpus's);
+    entries of graphs outside ``order`` are dropped, or kept after the others (sorted by
+    name) with ``keep_unknown`` (a cache that another checkout's specs also write to)."""
     old = _old_index(out)
     graphs = dict(old.get("graphs", {}))
     if index_only:  # the files were built by the jax that the old entries name
@@ -227,6 +235,8 @@ def _merged_index(
     graphs.update(entries)
     order = order if order is not None else [w.name for w in all_workloads()]
     ordered = {n: graphs[n] for n in order if n in graphs}
+    if keep_unknown:
+        ordered.update({n: graphs[n] for n in sorted(set(graphs) - set(ordered))})
     versions = {"jax_version": jax.__version__, "jaxlib_version": jaxlib.__version__}
     if index_only:
         versions = {k: old.get(k, v) for k, v in versions.items()}
@@ -386,7 +396,9 @@ def _write_graph(out: Path, name: str, data: dict[str, bytes], entry: dict[str, 
     for stage in STAGES:
         _write_atomic(out / file_name(name, stage), data[stage])
     with _locked(out):
-        index = _merged_index(out, {name: entry}, index_only=False, order=_cached_order())
+        index = _merged_index(
+            out, {name: entry}, index_only=False, order=_cached_order(), keep_unknown=True
+        )
         _write_atomic(out / "index.json", index_text(index).encode("utf-8"))
     return sum(len(d) for d in data.values())
 

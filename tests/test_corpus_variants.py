@@ -157,3 +157,14 @@ def test_hlo_go_corpus_commands(built, capsys, monkeypatch):
     assert main(["corpus", "build", "--variants", "gpt2_l2"]) == 2  # a base name
     assert main(["corpus", "build", SMALL]) == 0  # already cached: nothing to build
     assert "0 graphs in" in capsys.readouterr().out
+
+
+def test_cache_index_keeps_entries_of_other_specs(built, tmp_path):
+    out, _ = built
+    index = json.loads((out / "index.json").read_text())
+    index["graphs"] = {"zz_from_another_checkout": {"family": "gpt2"}, **index["graphs"]}
+    (tmp_path / "index.json").write_text(json.dumps(index))
+    merged = corpus_build._merged_index(
+        tmp_path, {}, index_only=False, order=[SMALL], keep_unknown=True
+    )
+    assert list(merged["graphs"]) == [SMALL, "zz_from_another_checkout"]
