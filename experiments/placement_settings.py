@@ -108,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(line, flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     setup = {"clusters": args.clusters.split(","), "placers": PLACERS, "min_speedup": MIN_SPEEDUP}
-    payload = {"setup": setup, "rows": rows}
+    command = "python experiments/placement_settings.py " + " ".join(argv or sys.argv[1:])
+    payload = {"command": command.strip(), "setup": setup, "rows": rows}
     (args.out / "placement_settings.json").write_text(json.dumps(payload, indent=1) + "\n")
     (args.out / "placement_settings.md").write_text(markdown(rows))
     return 0

@@ -183,7 +183,7 @@ _PAPER = (
                               "inner": 4096, "segment": 512, "memory": 512, "batch": 32,
                               "vocab": 32768}, "none"),
     ("transformer_xl", "l8", {"layers": 8, "width": 1024, "heads": 16, "head_dim": 64,
-                              "inner": 4096, "segment": 512, "memory": 512, "batch": 32,
+                              "inner": 4096, "segment": 512, "memory": 512, "batch": 16,
                               "vocab": 32768}, "none"),
     ("inception_v3", "b64", {"width": 1.0, "image": 299, "batch": 64}, "none"),
     ("wavenet", "s4", {"stacks": 4, "layers_per_stack": 10, "residual": 64,
