@@ -156,7 +156,7 @@ def _cached_info(spec: GraphSpec, root: Path | None) -> dict[str, Any]:
         raise VariantNotBuiltError(
             f"{spec.split} graph {spec.name!r} in {where} was built from another config "
             f"than hlo_corpus.variants gives it now; rebuild it with "
-            f"`{build_command(spec.split, spec.name)} --force`"
+            f"`{build_command(spec.split, spec.name)}`"
         )
     return entry
 
@@ -219,7 +219,7 @@ def path(name: str, stage: str = "unoptimized", root: Path | None = None) -> Pat
     where = (root or variants_root()) / file_name(name, stage)
     if not where.exists():
         raise VariantNotBuiltError(
-            f"{where} is missing; rebuild it with `{build_command(spec.split, name)} --force`"
+            f"{where} is missing; rebuild it with `{build_command(spec.split, name)}`"
         )
     return where
 
