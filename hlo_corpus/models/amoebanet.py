@@ -194,9 +194,9 @@ class AmoebaNet(nn.Module):
         return nn.Dense(self.classes, name="fc")(x)
 
 
-def make(name: str, variant: str) -> StepAndArgs:
-    """The AmoebaNet training step of ``variant`` (a key of ``VARIANTS``), and its abstract arguments."""
-    cfg = VARIANTS[variant]
+def make(name: str, variant: str, overrides: dict | None = None) -> StepAndArgs:
+    """The AmoebaNet training step of ``variant`` (``overrides`` replace its config keys)."""
+    cfg = {**VARIANTS[variant], **(overrides or {})}
     model = AmoebaNet(cfg["cells"], cfg["filters"], cfg["classes"])
     batch = {
         "images": spec((cfg["batch"], cfg["image"], cfg["image"], 3)),

@@ -88,9 +88,9 @@ class BERT(nn.Module):
         return mlm_logits, nsp_logits
 
 
-def make(name: str, layers: int) -> StepAndArgs:
-    """The BERT pre-training step with ``layers`` encoder layers, and its abstract arguments."""
-    cfg = CONFIG
+def make(name: str, layers: int, overrides: dict | None = None) -> StepAndArgs:
+    """The BERT pre-training step with ``layers`` layers (``overrides`` replace CONFIG keys)."""
+    cfg = {**CONFIG, **(overrides or {})}
     model = BERT(cfg["vocab"], cfg["width"], cfg["heads"], layers, cfg["length"])
     b, n, p = cfg["batch"], cfg["length"], cfg["max_predictions"]
     batch = {

@@ -128,9 +128,9 @@ class GNMT(nn.Module):
         return nn.Dense(self.vocab, name="softmax")(hs)
 
 
-def make(name: str, layers: int, form: str) -> StepAndArgs:
-    """The GNMT training step with ``layers`` encoder and decoder layers in ``form``, and its abstract arguments."""
-    cfg = CONFIG
+def make(name: str, layers: int, form: str, overrides: dict | None = None) -> StepAndArgs:
+    """The GNMT training step: ``layers`` layers in ``form``, ``overrides`` on CONFIG."""
+    cfg = {**CONFIG, **(overrides or {})}
     model = GNMT(cfg["vocab"], cfg["hidden"], layers, form)
     src = spec((cfg["batch"], cfg["source_steps"]), "int32")
     tgt = spec((cfg["batch"], cfg["target_steps"]), "int32")

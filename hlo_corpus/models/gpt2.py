@@ -59,9 +59,9 @@ class GPT2(nn.Module):
         return wte.attend(nn.LayerNorm(name="ln_f")(x))
 
 
-def make(name: str, layers: int) -> StepAndArgs:
-    """The GPT-2 training step with ``layers`` blocks, and its abstract arguments."""
-    cfg = CONFIG
+def make(name: str, layers: int, overrides: dict | None = None) -> StepAndArgs:
+    """The GPT-2 training step with ``layers`` blocks (``overrides`` replace CONFIG keys)."""
+    cfg = {**CONFIG, **(overrides or {})}
     model = GPT2(cfg["vocab"], cfg["width"], cfg["heads"], layers, cfg["context"])
     tokens = spec((cfg["batch"], cfg["context"] + 1), "int32")
     batch = {"tokens": tokens}

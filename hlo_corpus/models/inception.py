@@ -163,9 +163,9 @@ def smoothed_cross_entropy(logits: jax.Array, labels: jax.Array, smoothing: floa
     return jnp.mean(optax.softmax_cross_entropy(logits, targets))
 
 
-def make(name: str, variant: str) -> StepAndArgs:
-    """The Inception-v3 training step of ``variant`` (a key of ``VARIANTS``), and its abstract arguments."""
-    cfg = VARIANTS[variant]
+def make(name: str, variant: str, overrides: dict | None = None) -> StepAndArgs:
+    """The Inception-v3 training step of ``variant`` (``overrides`` replace its config keys)."""
+    cfg = {**VARIANTS[variant], **(overrides or {})}
     model = InceptionV3(cfg["width"], cfg["classes"])
     batch = {
         "images": spec((cfg["batch"], cfg["image"], cfg["image"], 3)),

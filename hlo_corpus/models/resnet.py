@@ -70,9 +70,9 @@ class ResNet(nn.Module):
         return nn.Dense(self.classes, name="fc")(jnp.mean(x, axis=(1, 2)))
 
 
-def make(name: str, variant: str) -> StepAndArgs:
-    """The ResNet training step of ``variant`` (a key of ``VARIANTS``), and its abstract arguments."""
-    cfg = VARIANTS[variant]
+def make(name: str, variant: str, overrides: dict | None = None) -> StepAndArgs:
+    """The ResNet training step of ``variant`` (``overrides`` replace its config keys)."""
+    cfg = {**VARIANTS[variant], **(overrides or {})}
     model = ResNet(cfg["stages"], cfg["width"], cfg["classes"])
     batch = {
         "images": spec((cfg["batch"], cfg["image"], cfg["image"], 3)),

@@ -39,9 +39,9 @@ class RNNLM(nn.Module):
         return nn.Dense(self.vocab, name="softmax")(x)
 
 
-def make(name: str, layers: int, form: str) -> StepAndArgs:
-    """The RNNLM training step with ``layers`` LSTM layers in ``form``, and its abstract arguments."""
-    cfg = CONFIG
+def make(name: str, layers: int, form: str, overrides: dict | None = None) -> StepAndArgs:
+    """The RNNLM training step: ``layers`` LSTMs in ``form``, ``overrides`` on CONFIG."""
+    cfg = {**CONFIG, **(overrides or {})}
     model = RNNLM(cfg["vocab"], cfg["hidden"], layers, form)
     shape = (cfg["batch"], cfg["steps"])
     batch = {"inputs": spec(shape, "int32"), "targets": spec(shape, "int32")}

@@ -144,9 +144,9 @@ class TransformerXL(nn.Module):
         return embed.attend(h), jnp.stack(new_memories)
 
 
-def make(name: str, layers: int) -> StepAndArgs:
-    """The Transformer-XL training step with ``layers`` layers, and its abstract arguments."""
-    cfg = CONFIG
+def make(name: str, layers: int, overrides: dict | None = None) -> StepAndArgs:
+    """The Transformer-XL training step with ``layers`` layers (``overrides`` on CONFIG)."""
+    cfg = {**CONFIG, **(overrides or {})}
     model = TransformerXL(
         cfg["vocab"], cfg["width"], cfg["heads"], cfg["head_dim"], cfg["inner"], layers
     )

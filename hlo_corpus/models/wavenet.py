@@ -85,9 +85,9 @@ class WaveNet(nn.Module):
         return nn.Conv(self.quantization, (1,), name="post2")(nn.relu(h))
 
 
-def make(name: str, stacks: int) -> StepAndArgs:
-    """The WaveNet training step with ``stacks`` dilation stacks, and its abstract arguments."""
-    cfg = CONFIG
+def make(name: str, stacks: int, overrides: dict | None = None) -> StepAndArgs:
+    """The WaveNet training step with ``stacks`` stacks (``overrides`` replace CONFIG keys)."""
+    cfg = {**CONFIG, **(overrides or {})}
     model = WaveNet(
         stacks,
         cfg["layers_per_stack"],

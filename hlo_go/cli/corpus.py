@@ -3,8 +3,12 @@
 ::
 
     hlo-go corpus build [NAME ...] [--index-only] [--out DIR]
-    hlo-go corpus list [--family F] [--json]
+    hlo-go corpus build --variants | --placement [--jobs N] [--force]
+    hlo-go corpus list [--split S] [--family F] [--json]
     hlo-go corpus show NAME [--top K]
+
+The ``variants`` and ``placement`` splits are built into their cache
+(:func:`hlo_go.corpus.variants_root`), only the graphs missing there.
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from hlo_go.cli._common import EXIT_FAILED, bounded, check_out_dir, print_error
+from hlo_go.cli._common import EXIT_FAILED, UsageError, bounded, check_out_dir, print_error
 from hlo_go.cli.summarize import human
+from hlo_go.corpus.cache import variants_root
 
 
 def add_commands(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -33,6 +38,12 @@ def add_commands(subparsers: Any, parents: list[argparse.ArgumentParser]) -> Non
     )
     p.add_argument("names", nargs="*", metavar="NAME", help="graphs to build (default: all)")
     p.add_argument("--index-only", action="store_true", help="recompute index.json only")
+    p.add_argument("--variants", action="store_true", help="build the variants split (cached)")
+    p.add_argument("--placement", action="store_true", help="build the placement split (cached)")
+    p.add_argument(
+        "--jobs", type=bounded(int, low=1), default=1, help="worker processes (cached splits)"
+    )
+    p.add_argument("--force", action="store_true", help="rebuild cached graphs too")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(
         "--out",
@@ -41,6 +52,12 @@ def add_commands(subparsers: Any, parents: list[argparse.ArgumentParser]) -> Non
     )
     p.set_defaults(func=cmd_corpus_build)
     p = corpus_sub.add_parser("list", parents=parents, help="table of the stored graphs")
+    p.add_argument(
+        "--split",
+        default="base",
+        choices=("base", "variants", "placement", "all"),
+        help="which graphs (default base; variants and placement: those built in the cache)",
+    )
     p.add_argument("--family", help="only this family")
     p.add_argument("--json", action="store_true", help="print the index entries as JSON")
     p.add_argument("--root", help=argparse.SUPPRESS)
@@ -61,17 +78,25 @@ def _corpus_error(console: Console, error: Exception) -> int:
 
 def cmd_corpus_build(args: argparse.Namespace, console: Console) -> int:
     """Runs ``hlo-go corpus build``; 1 when a name is no corpus graph."""
-    from hlo_go.corpus import UnknownGraphError, total_size
-    from hlo_go.corpus_build import build
+    from hlo_go.corpus import UnknownGraphError, split_of, total_size
+    from hlo_go.corpus_build import build, build_cached
 
     start = time.perf_counter()
+    progress = not (args.no_progress or args.quiet)
+    splits = [s for s in ("variants", "placement") if getattr(args, s)]
     try:
-        result = build(
-            args.names or None,
-            progress=not (args.no_progress or args.quiet),
-            out_dir=args.out,
-            index_only=args.index_only,
-        )
+        cached = [n for n in args.names if split_of(n) != "base"]
+        if splits or cached:
+            if args.index_only or len(cached) != len(args.names):
+                raise UsageError("--variants/--placement and their names build on their own")
+            result = build_cached(
+                cached or None, splits=splits, jobs=args.jobs, out_dir=args.out,
+                force=args.force, progress=progress,
+            )  # fmt: skip
+        else:
+            result = build(
+                args.names or None, progress=progress, out_dir=args.out, index_only=args.index_only
+            )
     except UnknownGraphError as e:
         return _corpus_error(console, e)
     elapsed = time.perf_counter() - start
@@ -89,19 +114,34 @@ def cmd_corpus_build(args: argparse.Namespace, console: Console) -> int:
             human(result["bytes"][name], "B"),
         )
     console.print(table)
+    out = args.out if not (splits or cached) else (args.out or variants_root())
     console.print(
-        f"{len(result['seconds'])} graphs in {elapsed:.1f} s; corpus now {len(graphs)} graphs, "
-        f"{human(total_size(args.out), 'B')} stored"
+        f"{len(result['seconds'])} graphs in {elapsed:.1f} s; {out or 'corpus'} now holds "
+        f"{len(graphs)} graphs, {human(total_size(out), 'B')} stored"
     )
-    return 0
+    for name, error in result.get("failed", {}).items():
+        print_error(console, f"{name}: {error}")
+    return EXIT_FAILED if result.get("failed") else 0
 
 
 def cmd_corpus_list(args: argparse.Namespace, console: Console) -> int:
     """Runs ``hlo-go corpus list``."""
-    from hlo_go.corpus import index, total_size
+    from hlo_go.corpus import index, names, total_size
 
     root = Path(args.root) if args.root else None
-    data = index(root)
+    parts = ("base", "variants", "placement") if args.split == "all" else (args.split,)
+    data = {"graphs": {}}
+    registered = 0
+    for part in parts:
+        where = root if part == "base" else variants_root()
+        stored = index(where)
+        data.setdefault("jax_version", stored.get("jax_version"))
+        try:
+            wanted = names(root, split=part, family=args.family)
+        except ValueError as e:
+            raise UsageError(str(e)) from e
+        registered += len(wanted)
+        data["graphs"].update({n: stored["graphs"][n] for n in wanted if n in stored["graphs"]})
     graphs = {
         name: entry
         for name, entry in data["graphs"].items()
@@ -124,10 +164,16 @@ def cmd_corpus_list(args: argparse.Namespace, console: Console) -> int:
             human(e["flops"]), human(e["bytes"], "B"),
         )  # fmt: skip
     console.print(table)
+    size = sum(total_size(r) for r in {root if p == "base" else variants_root() for p in parts})
     console.print(
         f"{len(graphs)} graphs, {len({e['family'] for e in graphs.values()})} families; "
-        f"{human(total_size(root), 'B')} stored"
+        f"{human(size, 'B')} stored"
     )
+    if len(data["graphs"]) < registered:
+        console.print(
+            f"{registered - len(data['graphs'])} more registered but not built: "
+            "`python -m hlo_go.corpus_build --variants --placement --jobs N` builds them"
+        )
     return 0
 
 
