@@ -168,6 +168,8 @@ def _sample(graph: OpGraph, seconds: float = 1e-3, reference: float = 0.5) -> kd
         (0.009, 0.012),
         1e-4,
         {"clock": "cpu", "cpu": 1, "reference_s": [reference, reference]},
+        np.tile(np.array([[seconds, 2 * seconds, seconds / 2]]), (labels.size, 1)),
+        np.array([1.0, 1.5, 1.2]),
     )
 
 
@@ -182,6 +184,8 @@ def test_dataset_round_trip(tmp_path, graph: OpGraph):
     np.testing.assert_array_equal(back.kernel_s, sample.kernel_s)
     assert back.step_s == sample.step_s and back.step_spread_s == sample.step_spread_s
     assert back.unmapped_s == sample.unmapped_s
+    np.testing.assert_array_equal(back.kernel_runs_s, sample.kernel_runs_s)
+    np.testing.assert_array_equal(back.run_stretch, sample.run_stretch)
     assert back.meta["reference_s"] == [0.5, 0.5] and back.meta["format"] == kd.DATASET_FORMAT
     kd.save_graph(tmp_path, "small", parse_hlo(SMALL), graph)
     loaded = kd.load_dataset(tmp_path)
@@ -194,7 +198,8 @@ def test_dataset_refuses_other_versions_and_graphs(tmp_path, graph: OpGraph):
     path = kd.save_sample(tmp_path, _sample(graph))
     with np.load(path) as data:
         arrays = {k: data[k] for k in data.files}
-    arrays["meta"] = np.array(str(arrays["meta"]).replace('"format": 1', '"format": 99'))
+    current = f'"format": {kd.DATASET_FORMAT}'
+    arrays["meta"] = np.array(str(arrays["meta"]).replace(current, '"format": 99'))
     np.savez_compressed(path, **arrays)
     with pytest.raises(kd.DatasetError, match="format 99"):
         kd.load_sample(path)
@@ -243,6 +248,8 @@ ENTRY %main (x: f32[64,32], w: f32[32,16]) -> f32[] {
 def test_thunks_charged_to_kernels(graph: OpGraph):
     group = _group(graph)
     times = {"d": 3.0, "hlo_go_fusion.0": 2.0, "copy.7": 0.5, "r": 1.0, "s": 0.25}
+    owners = kd.thunk_owners(graph, group, COMPILED)
+    assert owners["copy.7"] == -1 and owners["m"] == owners["hlo_go_fusion.0"]
     labels, seconds, unmapped = kd.kernel_times(graph, group, COMPILED, times)
     by_label = dict(zip(labels.tolist(), seconds.tolist(), strict=True))
     idx = graph.node_index

@@ -16,7 +16,9 @@ Storage (:data:`DATASET_FORMAT`), under one root directory:
 * ``<graph>/<variant>.npz``: one file per (graph, variant), compressed:
   ``group`` (``int32[N]``, the grouping, labels the smallest member's id),
   ``kernel_label`` (``int32[K]``) and ``kernel_s`` (``float64[K]``, the measured seconds of
-  each group that ran as a kernel), and ``meta`` (a JSON string: the step time and its
+  each group that ran as a kernel), ``kernel_runs_s`` (``float64[K, R]``, each profiled
+  run's seconds, R runs) and ``run_stretch`` (``float64[R]``, each run's wall / CPU time,
+  which scaled its events), and ``meta`` (a JSON string: the step time and its
   spread, the time of thunks no group owns, clock, core, repeats, versions, and the step
   time of XLA's default compile of the graph timed around the variant).
 
@@ -57,8 +59,10 @@ from hlo_go.sim.cost_model import MATRIX_CLASSES, op_classes
 
 logger = logging.getLogger(__name__)
 
-DATASET_FORMAT = 1
-"""Version of the files' layout and meaning; a reader refuses other versions."""
+DATASET_FORMAT = 2
+"""Version of the files' layout and meaning. 2 added each run's kernel times; a reader
+accepts :data:`READABLE_FORMATS` and refuses others."""
+READABLE_FORMATS = (1, 2)
 
 DEFAULT_ROOT = Path("benchmarks") / "data" / "kernels"
 """Where the dataset lives by default (relative to the repository root)."""
@@ -104,6 +108,10 @@ class KernelSample(NamedTuple):
       meta: the rest: ``clock``, ``cpu`` (the core), ``repeats``, ``jax``,
         ``fingerprint``, ``reference_s`` (XLA's default compile of the graph, one step
         timed just before and just after this variant: how fast the core ran then).
+      kernel_runs_s: ``float64[K, R]`` each profiled run's seconds per kernel (None in
+        format 1 files).
+      run_stretch: ``float64[R]`` each run's wall / CPU time (its events were divided
+        by it); None in format 1 files.
     """
 
     graph_name: str
@@ -115,6 +123,8 @@ class KernelSample(NamedTuple):
     step_spread_s: tuple[float, float]
     unmapped_s: float
     meta: Mapping[str, Any]
+    kernel_runs_s: np.ndarray | None = None
+    run_stretch: np.ndarray | None = None
 
 
 def variant_slug(variant: str) -> str:
@@ -141,12 +151,19 @@ def save_sample(root: Path, sample: KernelSample) -> Path:
         "unmapped_s": sample.unmapped_s,
     }
     tmp = path.with_suffix(".tmp.npz")
+    runs = {}
+    if sample.kernel_runs_s is not None and sample.run_stretch is not None:
+        runs = {
+            "kernel_runs_s": np.asarray(sample.kernel_runs_s, np.float64),
+            "run_stretch": np.asarray(sample.run_stretch, np.float64),
+        }
     np.savez_compressed(
         tmp,
         group=np.asarray(sample.group, np.int32),
         kernel_label=np.asarray(sample.kernel_label, np.int32),
         kernel_s=np.asarray(sample.kernel_s, np.float64),
         meta=np.array(json.dumps(meta, sort_keys=True)),
+        **runs,
     )
     tmp.replace(path)  # a half-written file never looks measured
     return path
@@ -162,11 +179,13 @@ def load_sample(path: Path) -> KernelSample:
         with np.load(path, allow_pickle=False) as data:
             meta = json.loads(str(data["meta"]))
             arrays = {k: data[k] for k in ("group", "kernel_label", "kernel_s")}
+            runs = {k: data[k] for k in ("kernel_runs_s", "run_stretch") if k in data.files}
     except (OSError, KeyError, ValueError) as error:
         raise DatasetError(f"{path}: not a kernel dataset file ({error})") from None
-    if meta.get("format") != DATASET_FORMAT:
+    if meta.get("format") not in READABLE_FORMATS:
         raise DatasetError(
-            f"{path}: dataset format {meta.get('format')!r}, this reader needs {DATASET_FORMAT}"
+            f"{path}: dataset format {meta.get('format')!r}, this reader reads "
+            f"{', '.join(map(str, READABLE_FORMATS))}"
         )
     return KernelSample(
         meta["graph"],
@@ -178,6 +197,8 @@ def load_sample(path: Path) -> KernelSample:
         (float(meta["step_spread_s"][0]), float(meta["step_spread_s"][1])),
         float(meta["unmapped_s"]),
         {k: v for k, v in meta.items() if k not in _SAMPLE_META},
+        runs.get("kernel_runs_s"),
+        runs.get("run_stretch"),
     )
 
 
@@ -222,6 +243,16 @@ def load_graph(root: Path, graph_name: str) -> OpGraph:
     return graph
 
 
+def stored_graphs(root: Path) -> list[str]:
+    """Graphs with a stored module and at least one measured variant, by name."""
+    root = Path(root)
+    return sorted(
+        p.name.removesuffix(".hlo.gz")
+        for p in (root / "graphs").glob("*.hlo.gz")
+        if any((root / p.name.removesuffix(".hlo.gz")).glob("*.npz"))
+    )
+
+
 def load_dataset(
     root: Path, graphs: Iterable[str] | None = None
 ) -> dict[str, tuple[OpGraph, list[KernelSample]]]:
@@ -232,11 +263,7 @@ def load_dataset(
         its graph.
     """
     root = Path(root)
-    names = (
-        sorted(p.name.removesuffix(".hlo.gz") for p in (root / "graphs").glob("*.hlo.gz"))
-        if graphs is None
-        else list(graphs)
-    )
+    names = stored_graphs(root) if graphs is None else list(graphs)
     out: dict[str, tuple[OpGraph, list[KernelSample]]] = {}
     for name in names:
         files = sorted((root / name).glob("*.npz"))
@@ -376,36 +403,32 @@ def variant_groups(
 # Thunks to kernels.
 
 
-def kernel_times(
-    graph: OpGraph, group: np.ndarray, hlo_text: str, instruction_s: Mapping[str, float]
-) -> tuple[np.ndarray, np.ndarray, float]:
-    """Charges each traced thunk of a compiled module to the kernel (group) it ran.
+def thunk_owners(graph: OpGraph, group: np.ndarray, hlo_text: str) -> dict[str, int]:
+    """The kernel (group) each instruction of a compiled module is charged to.
 
     An entry instruction of the compiled module belongs to a group by its name (a node of
     the graph) or, for a fusion, by the names of its fused computation's instructions
-    (our fusions keep their members' names; regenerated clones are new names). A
-    ``while``, ``conditional`` or ``call`` also gets the thunks of the computations it
-    calls (its body's kernels, fused by XLA).
+    (our fusions keep their members' names; regenerated clones are new names). The
+    instructions of the computations it calls (a ``while``'s body, fused by XLA) are
+    charged to the same group.
 
     Args:
       graph: the pre-fusion graph the grouping is for.
       group: ``int[N]`` the grouping lowered.
       hlo_text: the compiled module's text.
-      instruction_s: seconds per traced instruction name (``InstructionProfile``).
 
     Returns:
-      ``(labels int32[K], seconds float64[K], unmapped seconds)``: the groups with a
-      traced thunk and their time, and the time of thunks of no group.
+      Instruction name -> group label, or -1 for an instruction of no group (copies XLA
+      added).
     """
     module = parse_hlo(hlo_text, filename="<compiled module>")
     index = graph.node_index
     group = np.asarray(group)
-    per_group: dict[int, float] = {}
-    unmapped = 0.0
+    owners: dict[str, int] = {}
     for instr in module.entry.instructions:
-        seconds = instruction_s.get(instr.name, 0.0)
-        stack, seen = list(instr.called_computations), set()
+        inside: list[str] = []
         members: list[int] = []
+        stack, seen = list(instr.called_computations), set()
         while stack:
             name = stack.pop()
             if name in seen or name not in module.computations:
@@ -414,21 +437,57 @@ def kernel_times(
             for inner in module.computations[name].instructions:
                 if instr.opcode == "fusion" and inner.name in index:
                     members.append(index[inner.name])
-                seconds += instruction_s.get(inner.name, 0.0)
+                inside.append(inner.name)
                 stack.extend(inner.called_computations)
-        if seconds == 0.0 and instr.name not in instruction_s:
-            continue
         if instr.name in index:
             label = int(group[index[instr.name]])
         elif members:
             labels, counts = np.unique(group[members], return_counts=True)
             label = int(labels[np.argmax(counts)])
         else:
+            label = -1
+        for name in (instr.name, *inside):
+            owners.setdefault(name, label)
+    return owners
+
+
+def charge(
+    owners: Mapping[str, int], instruction_s: Mapping[str, float]
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Sums traced times by kernel (:func:`thunk_owners`).
+
+    Returns:
+      ``(labels int32[K], seconds float64[K], unmapped seconds)``: the groups with a
+      traced thunk and their time, and the time of thunks of no group.
+    """
+    per_group: dict[int, float] = {}
+    unmapped = 0.0
+    for name, seconds in instruction_s.items():
+        label = owners.get(name, -1)
+        if label < 0:
             unmapped += seconds
-            continue
-        per_group[label] = per_group.get(label, 0.0) + seconds
+        else:
+            per_group[label] = per_group.get(label, 0.0) + seconds
     labels = np.array(sorted(per_group), dtype=np.int32)
     return labels, np.array([per_group[k] for k in labels.tolist()], np.float64), unmapped
+
+
+def kernel_times(
+    graph: OpGraph, group: np.ndarray, hlo_text: str, instruction_s: Mapping[str, float]
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Charges each traced thunk of a compiled module to the kernel (group) it ran
+    (:func:`thunk_owners`, :func:`charge`).
+
+    Args:
+      graph: the pre-fusion graph the grouping is for.
+      group: ``int[N]`` the grouping lowered.
+      hlo_text: the compiled module's text.
+      instruction_s: seconds per traced instruction name (``InstructionProfile``).
+
+    Returns:
+      ``(labels int32[K], seconds float64[K], unmapped seconds)``.
+    """
+    return charge(thunk_owners(graph, group, hlo_text), instruction_s)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -511,9 +570,15 @@ def measure_graph(
             failed[label] = f"{type(error).__name__}: {str(error)[:200]}"
             logger.warning("%s / %s: %s", name, label, failed[label])
             continue
-        labels, seconds, unmapped = kernel_times(
-            graph, group, profile.hlo_text, profile.instruction_s
-        )
+        owners = thunk_owners(graph, group, profile.hlo_text)
+        labels, seconds, unmapped = charge(owners, profile.instruction_s)
+        per_run = np.zeros((labels.size, len(profile.run_instruction_s)))
+        position = {int(k): i for i, k in enumerate(labels.tolist())}
+        for r, times in enumerate(profile.run_instruction_s):
+            run_labels, run_seconds, _ = charge(owners, times)
+            for k, t in zip(run_labels.tolist(), run_seconds.tolist(), strict=True):
+                if k in position:
+                    per_run[position[k], r] = t
         spread = profile.step_spread_s or (profile.step_s, profile.step_s)
         after = reference_s()
         save_sample(
@@ -540,6 +605,8 @@ def measure_graph(
                     "measure_s": round(time.perf_counter() - begin, 2),
                     "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S"),
                 },
+                per_run,
+                np.asarray(profile.run_stretch, np.float64),
             ),
         )
         before = after

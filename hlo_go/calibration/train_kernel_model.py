@@ -358,7 +358,7 @@ def evaluate(
       ``kernel_median_abs_error``, ``step_median_abs_error``,
       ``variant_kendall_tau_median`` and per-graph figures.
     """
-    learned_cluster = _cluster_with(model)
+    learned_cluster = cluster_with(model)
     out: dict[str, Any] = {"graphs": {}}
     totals: dict[str, dict[str, list[float]]] = {
         m: {"kernel": [], "step": [], "tau": []} for m in ("learned", "analytic")
@@ -422,7 +422,7 @@ def evaluate(
     return out
 
 
-def _cluster_with(model: KernelModel) -> Cluster:
+def cluster_with(model: KernelModel) -> Cluster:
     """``host-cpu-1`` priced by ``model`` (written to a temporary file the device names)."""
     import tempfile
 

@@ -47,6 +47,10 @@ class InstructionProfile(NamedTuple):
       runs: how many profiled runs the medians are over.
       hlo_text: the compiled module's text (instruction names match the keys).
       step_spread_s: the least and the most step time measured (None where not kept).
+      run_instruction_s: per profiled run (in run order), its times per instruction name
+        on the profile's clock (empty where not kept).
+      run_stretch: per profiled run, its wall time / its time on the clock (1 for the
+        wall clock): a run's event durations as measured are its times times this.
     """
 
     module_name: str
@@ -55,6 +59,8 @@ class InstructionProfile(NamedTuple):
     runs: int
     hlo_text: str
     step_spread_s: tuple[float, float] | None = None
+    run_instruction_s: tuple[dict[str, float], ...] = ()
+    run_stretch: tuple[float, ...] = ()
 
 
 TRACEME_OPTIONS: dict[str, Any] = {"xla_cpu_enable_xprof_traceme": True}
@@ -157,15 +163,16 @@ def profile_compiled(
         )
     if not separate_steps:
         steps = profiled
-    if clock != "wall":
-        # Run ids increase with each execution; scale each run by its own stretch.
-        factors = (
-            stretch if len(stretch) == len(per_run) else [statistics.median(stretch)] * len(per_run)
-        )
-        per_run = {
-            run: {name: t / factor for name, t in per_run[run].items()}
-            for run, factor in zip(sorted(per_run), factors, strict=True)
-        }
+    # Run ids increase with each execution; scale each run by its own stretch.
+    factors = (
+        stretch if len(stretch) == len(per_run) else [statistics.median(stretch)] * len(per_run)
+    )
+    if clock == "wall":
+        factors = [1.0] * len(per_run)
+    per_run = {
+        run: {name: t / factor for name, t in per_run[run].items()}
+        for run, factor in zip(sorted(per_run), factors, strict=True)
+    }
     names = {name for run in per_run.values() for name in run}
     medians = {n: statistics.median(run.get(n, 0.0) for run in per_run.values()) for n in names}
     return InstructionProfile(
@@ -175,6 +182,8 @@ def profile_compiled(
         len(per_run),
         compiled.as_text(),
         (min(steps), max(steps)),
+        tuple(per_run[run] for run in sorted(per_run)),
+        tuple(float(f) for f in factors),
     )
 
 

@@ -26,8 +26,8 @@ directed edges (producer to consumer and back, told apart by an edge feature):
   or one node only.
 
 A batch of kernels is one padded ``jraph.GraphsTuple`` (:func:`pad_batch`), whose sizes
-come from a fixed ladder (:func:`bucket_for`) so that a jitted forward pass compiles
-once per bucket:
+come from one ladder (:func:`bucket_for`) so that a jitted forward pass compiles once per
+bucket, and there are few buckets:
 
 ==================================  ==================================================
 ``nodes["features"]``               ``float32[n_node, NODE_FEATURES]``
@@ -347,13 +347,16 @@ def select(batch: KernelBatch, kernels: np.ndarray) -> KernelBatch:
 
 
 def bucket_for(num_nodes: int, num_edges: int, num_graphs: int) -> Bucket:
-    """The padded sizes of a batch: powers of two with room for jraph's padding graph
-    (at least 64 nodes, 64 edges and 8 graphs, so small batches share one bucket)."""
-    return Bucket(
-        max(64, next_power_of_two(num_nodes + 1)),
-        max(64, next_power_of_two(num_edges)),
-        max(8, next_power_of_two(num_graphs + 1)),
+    """The padded sizes of a batch: one ladder ``(64 L, 128 L, 8 L)`` nodes, edges and
+    graphs for the smallest power of two ``L`` that holds the batch and jraph's padding
+    graph, so that all batches share a handful of buckets (and compiles)."""
+    level = max(
+        1,
+        next_power_of_two(num_nodes + 1) // 64,
+        next_power_of_two(num_edges) // 128,
+        next_power_of_two(num_graphs + 1) // 8,
     )
+    return Bucket(64 * level, 128 * level, 8 * level)
 
 
 def pad_batch(batch: KernelBatch, bucket: Bucket | None = None) -> jraph.GraphsTuple:
