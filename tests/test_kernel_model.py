@@ -215,6 +215,28 @@ def test_contention_factors(graph: OpGraph):
     np.testing.assert_allclose(kd.contention_factors(samples), [2.0, 1.0, 0.5])
     bare = _sample(graph)._replace(meta={})
     np.testing.assert_allclose(kd.contention_factors([bare]), [1.0])
+    # Steps at the graph's typical load: interleaved timings where a sample has them.
+    inter = {"step_s": 0.03, "reference_s": 1.0, "rounds": 3}
+    mixed = [*samples, samples[0]._replace(meta={**samples[0].meta, "interleaved": inter})]
+    # references 1, 2, 4 and 1 (interleaved): their median is 1.5
+    np.testing.assert_allclose(kd.corrected_steps(mixed), [0.015, 0.0075, 0.00375, 0.045])
+    np.testing.assert_allclose(kd.corrected_steps([bare]), [bare.step_s])
+
+
+def test_kernel_seconds_undo_preemption_by_length(graph: OpGraph):
+    base = _sample(graph)
+    runs = np.array([[1e-6, 1e-6, 1e-6], [1.0, 1.0, 1.0]])  # CPU-scaled times per run
+    quiet = base._replace(kernel_label=base.kernel_label[:2], kernel_runs_s=runs)
+    quiet = quiet._replace(run_stretch=np.ones(3))
+    np.testing.assert_allclose(kd.kernel_seconds(quiet), [1e-6, 1.0])
+    loaded = quiet._replace(run_stretch=np.full(3, 3.0))
+    short, long_ = kd.kernel_seconds(loaded)
+    # A microsecond event was hardly ever preempted: its wall time (3 us) stands; a
+    # one-second event lost two thirds of its wall time (3 s) to other processes.
+    assert short == pytest.approx(3e-6, rel=1e-2)
+    assert long_ == pytest.approx(1.0, rel=1e-3)
+    old = base._replace(kernel_runs_s=None, run_stretch=None)
+    np.testing.assert_array_equal(kd.kernel_seconds(old), base.kernel_s)
 
 
 COMPILED = """HloModule small
