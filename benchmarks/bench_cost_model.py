@@ -81,6 +81,30 @@ def _sim_speed(ex: Any, model_cluster: Any, analytic: Any) -> dict[str, float]:
     return out
 
 
+def _relative(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(BENCHMARKS_DIR.parent))
+    except ValueError:
+        return str(path)
+
+
+def _dataset_summary(root: Path) -> dict[str, Any]:
+    """Per stored graph: variants, timed kernels, variants with per-run times and with
+    interleaved step timings."""
+    from hlo_go.calibration.kernel_dataset import load_sample, stored_graphs
+
+    out = {}
+    for name in stored_graphs(root):
+        samples = [load_sample(f) for f in sorted((root / name).glob("*.npz"))]
+        out[name] = {
+            "variants": len(samples),
+            "kernels": int(sum(s.kernel_label.size for s in samples)),
+            "with_runs": sum(s.kernel_runs_s is not None for s in samples),
+            "interleaved": sum("interleaved" in s.meta for s in samples),
+        }
+    return out
+
+
 def run(*, quick: bool = False) -> dict[str, Any]:
     """Judges the model on the held-out families (see the module docstring)."""
     from hlo_go.calibration import train_kernel_model as tk
@@ -164,10 +188,14 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         "train_kernels": meta.get("train_kernels"),
         "train_s": meta.get("train_s"),
         "in_sample": meta.get("in_sample"),
-        "dataset": str(DATA),
-        "clock": "CPU time of a process pinned to one core; thunk events scaled by each "
-        "run's CPU/wall ratio; contention-corrected by XLA's default compile timed around "
-        "each variant (raw figures: *_raw)",
+        "dataset": _relative(DATA),
+        "dataset_graphs": _dataset_summary(DATA),
+        "clock": "one process pinned to one core; steps: CPU time, timed interleaved with "
+        "XLA's default compile of the graph (or once around each variant where not "
+        "interleaved) and scaled to the graph's typical load; kernels: XLA's per-thunk "
+        "trace events (wall clock), corrected for preemption by event length "
+        "(hlo_go.calibration.kernel_dataset.kernel_seconds) and scaled like the steps; "
+        "*_raw: without the load scaling; per-variant step spread in graphs_detail",
         "simulate_speed": speed,
         "graphs_detail": report["graphs"],
     }
