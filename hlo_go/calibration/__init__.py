@@ -8,15 +8,21 @@ Public names::
     variant_table(graph, variants, device) -> (rows, Kendall tau)
     RuntimeCalibration, HOST_MPMD, calibrate_runtime(devices)
     mpmd_host_cluster(n) -> Cluster             predict_placed(graph, decisions, segments)
+    KernelSample, load_dataset(root), variant_groups(graph, dims, count=)   (kernel dataset)
 
 Module by concept: :mod:`~hlo_go.calibration.profiles` (measured kernel times aligned with
 their graph), :mod:`~hlo_go.calibration.variants` (fusion variants compiled and timed),
 :mod:`~hlo_go.calibration.validation` (predictions against measurements),
 :mod:`~hlo_go.calibration.__main__` (the report: ``python -m hlo_go.calibration``),
 :mod:`~hlo_go.calibration.plot` (its figure), :mod:`~hlo_go.calibration.runtime` (the MPMD
-runtime's dispatch and transfer overheads). The fit itself is :func:`hlo_go.sim.calibrate`.
+runtime's dispatch and transfer overheads), :mod:`~hlo_go.calibration.kernel_dataset` (measured
+per-kernel times of fusion variants, ``python -m hlo_go.calibration.kernel_dataset``),
+:mod:`~hlo_go.calibration.train_kernel_model` (the learned kernel cost model trained on them,
+``python -m hlo_go.calibration.train_kernel_model``; it imports Flax, so it is not imported
+here). The fit itself is :func:`hlo_go.sim.calibrate`.
 """
 
+from hlo_go.calibration.kernel_dataset import KernelSample, load_dataset, variant_groups
 from hlo_go.calibration.profiles import measure_workload, profiled_graph
 from hlo_go.calibration.runtime import (
     HOST_MPMD,
@@ -34,16 +40,19 @@ from hlo_go.calibration.variants import Variant, fusion_variants, measure_varian
 
 __all__ = [
     "HOST_MPMD",
+    "KernelSample",
     "RuntimeCalibration",
     "StepRow",
     "Variant",
     "calibrate_runtime",
     "fusion_variants",
+    "load_dataset",
     "measure_variants",
     "measure_workload",
     "mpmd_host_cluster",
     "predict_placed",
     "profiled_graph",
     "step_table",
+    "variant_groups",
     "variant_table",
 ]

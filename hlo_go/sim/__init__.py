@@ -14,7 +14,8 @@ calibration fits stay importable from here and from their modules but are not ad
 Module by concept: :mod:`~hlo_go.sim.cluster` (device and link types),
 :mod:`~hlo_go.sim.presets` (named clusters and their sources),
 :mod:`~hlo_go.sim.loading` (TOML/JSON cluster files), :mod:`~hlo_go.sim.cost_model`
-(what a kernel costs), :mod:`~hlo_go.sim.simulate` (the semantics and the entry points),
+(what a kernel costs: the roofline), :mod:`~hlo_go.sim.learned` (a learned kernel cost model,
+which a device's ``kernel_model`` puts in the roofline's place; imported on demand), :mod:`~hlo_go.sim.simulate` (the semantics and the entry points),
 :mod:`~hlo_go.sim.result` (what it reports), :mod:`~hlo_go.sim.plot` (Gantt charts),
 :mod:`~hlo_go.cli.simulate` (the ``hlo-go simulate`` command), :mod:`~hlo_go.sim.calibrate`
 (fitting a device to measured kernel times; measuring them is :mod:`hlo_go.calibration`'s).

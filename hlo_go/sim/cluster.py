@@ -72,6 +72,10 @@ class Device:
         ``convolution``'s).
       memory_efficiency: per op class, the fraction of memory bandwidth they achieve
         (missing: as for ``compute_efficiency``).
+      kernel_model: a learned per-kernel cost model that prices this device's kernels
+        instead of the roofline (:mod:`hlo_go.sim.learned`): a shipped model's name
+        (:func:`hlo_go.sim.learned.shipped_models`) or a model file's path; empty: the
+        roofline alone.
     """
 
     name: str
@@ -83,9 +87,12 @@ class Device:
     transcendentals_per_s: float = 0.0
     compute_efficiency: Mapping[str, float] = field(default_factory=FrozenDict)
     memory_efficiency: Mapping[str, float] = field(default_factory=FrozenDict)
+    kernel_model: str = ""
 
     def __post_init__(self) -> None:
         what = f"device {self.name!r}"
+        if not isinstance(self.kernel_model, str):
+            raise ValueError(f"{what}: kernel_model must be a string, got {self.kernel_model!r}")
         peak = _frozen(self.peak_flops, f"{what} peak_flops", DTYPE_CLASSES)
         if "f32" not in peak:
             raise ValueError(f"{what}: peak_flops needs an 'f32' entry")

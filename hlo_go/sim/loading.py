@@ -14,7 +14,8 @@ default link for the pairs not listed::
     memory_bandwidth = 900e9                         # bytes/s
     memory_capacity = 16e9                           # bytes
     launch_overhead = 5e-6                           # seconds per kernel
-    # optional: transcendentals_per_s, compute_efficiency, memory_efficiency
+    # optional: transcendentals_per_s, compute_efficiency, memory_efficiency,
+    # kernel_model (a learned kernel cost model: a shipped name or a file)
 
     [default_link]                                   # every pair not in [[links]]
     bandwidth = 15.75e9
@@ -53,6 +54,7 @@ _DEVICE_KEYS = {
     "transcendentals_per_s",
     "compute_efficiency",
     "memory_efficiency",
+    "kernel_model",
 }
 _LINK_KEYS = {"src", "dst", "bandwidth", "latency", "channel", "both_ways"}
 
@@ -198,6 +200,8 @@ def cluster_to_dict(cluster: Cluster) -> dict[str, Any]:
                 entry[key] = dict(getattr(device, key))
         if device.transcendentals_per_s:
             entry["transcendentals_per_s"] = device.transcendentals_per_s
+        if device.kernel_model:
+            entry["kernel_model"] = device.kernel_model
         devices.append(entry)
     links = [
         {

@@ -25,7 +25,10 @@ Interconnects, as those machines had them:
   with the efficiencies and launch overhead calibrated on this host
   (:data:`HOST_CORE_CALIBRATED`). The virtual devices share the host's cores and
   memory: each is given the calibrated single-device figures and 1/N of the memory, so
-  predicted multi-device speedups are optimistic.
+  predicted multi-device speedups are optimistic. Their kernels are priced by the
+  learned kernel cost model :data:`HOST_KERNEL_MODEL` (:mod:`hlo_go.sim.learned`),
+  trained on this host's measured kernels; the calibrated roofline is its input and
+  fallback.
 """
 
 from __future__ import annotations
@@ -206,6 +209,9 @@ HOST_CORE_CALIBRATED = HOST_CORE.replace(
 )
 HOST_DEVICE_PUT_BW = 3 * G
 HOST_DEVICE_PUT_LATENCY = 130 * US
+# The learned kernel cost model of this host's XLA:CPU kernels (hlo_go.sim.learned), which
+# prices host-cpu-N's kernels; the roofline above stays its fallback and its input.
+HOST_KERNEL_MODEL = "host-cpu"
 
 
 def _all_pairs(d: int, link: Callable[[int, int], Link]) -> tuple[Link, ...]:
@@ -283,20 +289,25 @@ def _tpu_mesh(name: str, device: Device, shape: tuple[int, int], system: str) ->
     )
 
 
-def host_cpu(n: int) -> Cluster:
+def host_cpu(n: int, *, kernel_model: str = HOST_KERNEL_MODEL) -> Cluster:
     """This host's CPU as ``n`` virtual XLA devices (``host-cpu-N``).
 
     Args:
       n: the number of devices, 1 to 8.
+      kernel_model: the learned kernel cost model pricing the kernels
+        (:data:`HOST_KERNEL_MODEL`, measured on this host); ``""`` for the calibrated
+        roofline alone.
 
     Returns:
-      The cluster: each device :data:`HOST_CORE_CALIBRATED` with 1/n of the memory;
-      links are ``jax.device_put`` between virtual devices (through host memory, all
-      sharing one channel).
+      The cluster: each device :data:`HOST_CORE_CALIBRATED` with 1/n of the memory and
+      the kernel model; links are ``jax.device_put`` between virtual devices (through
+      host memory, all sharing one channel).
     """
     if not 1 <= n <= 8:
         raise ValueError(f"host-cpu-N needs 1 <= N <= 8, got {n}")
-    device = HOST_CORE_CALIBRATED.replace(memory_capacity=HOST_CORE.memory_capacity / n)
+    device = HOST_CORE_CALIBRATED.replace(
+        memory_capacity=HOST_CORE.memory_capacity / n, kernel_model=kernel_model
+    )
     links = _all_pairs(
         n,
         lambda i, j: Link(i, j, HOST_DEVICE_PUT_BW, HOST_DEVICE_PUT_LATENCY, channel="host-memory"),

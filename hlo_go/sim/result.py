@@ -113,6 +113,9 @@ class SimResult(NamedTuple):
       num_kernels: kernels launched (fused groups count once; free nodes not at all).
       fusion_group: ``int32[N]`` the fusion grouping simulated (smallest member id).
       timeline: the :class:`Timeline`.
+      fallback_kernels: launched kernels on devices with a learned kernel model
+        (``Device.kernel_model``) that the model could not featurize (too many members),
+        priced by the roofline instead.
     """
 
     step_time: float
@@ -124,6 +127,7 @@ class SimResult(NamedTuple):
     num_kernels: int
     fusion_group: np.ndarray
     timeline: Timeline
+    fallback_kernels: int = 0
 
     @property
     def oom_devices(self) -> np.ndarray:
@@ -144,4 +148,5 @@ class SimResult(NamedTuple):
             "kernels": self.num_kernels,
             "fused_kernels": int(np.count_nonzero(np.diff(timeline.kernel_ptr) > 1)),
             "transfers": timeline.num_transfers,
+            "fallback_kernels": self.fallback_kernels,
         }

@@ -69,6 +69,9 @@ class Prepared(NamedTuple):
         least 1): a ``while`` pays the launch overhead for every kernel of every trip.
       regenerated: ``bool[N]`` nodes of opcodes a fusion recomputes rather than reads
         (:data:`hlo_go.decisions.legality.REGENERATED`).
+      kernel_models: per row of ``costs`` (device specification), the learned kernel
+        cost model pricing its kernels (:mod:`hlo_go.sim.learned`), or None for the
+        roofline; ``()`` when no device has one.
     """
 
     graph: OpGraph
@@ -83,6 +86,7 @@ class Prepared(NamedTuple):
     links: LinkArrays
     launches: np.ndarray
     regenerated: np.ndarray
+    kernel_models: tuple = ()
 
 
 _CACHE: OrderedDict[tuple[int, Cluster], Prepared] = OrderedDict()
@@ -104,11 +108,12 @@ def prepare(graph: OpGraph, cluster: Cluster) -> Prepared:
     if hit is not None and hit.graph is graph:
         _CACHE.move_to_end(key)
         return hit
+    costs = node_costs(graph, cluster)
     value = Prepared(
         graph,
         cluster,
         adjacency(graph),
-        node_costs(graph, cluster),
+        costs,
         node_kinds(graph),
         graph.topo_order.astype(np.int64),
         graph.bytes_read.astype(np.float64),
@@ -117,11 +122,56 @@ def prepare(graph: OpGraph, cluster: Cluster) -> Prepared:
         cluster.link_arrays,
         np.maximum(graph.kernel_launches, 1).astype(np.float64),
         REGENERATED[graph.opcode],
+        _kernel_models(cluster, costs.spec),
     )
     _CACHE[key] = value
     while len(_CACHE) > _CACHE_SIZE:
         _CACHE.popitem(last=False)
     return value
+
+
+def _kernel_models(cluster: Cluster, spec: np.ndarray) -> tuple:
+    """The learned kernel model of each device specification (row of ``spec``), or ``()``
+    when no device names one."""
+    rows: dict[int, str] = {}
+    for device, row in zip(cluster.devices, spec.tolist(), strict=True):
+        rows.setdefault(row, device.kernel_model)
+    if not any(rows.values()):
+        return ()
+    from hlo_go.sim.learned.predict import load_kernel_model
+
+    return tuple(load_kernel_model(rows[r]) if rows[r] else None for r in range(len(rows)))
+
+
+def _learned(
+    prepared: Prepared,
+    mptr: np.ndarray,
+    members: np.ndarray,
+    kdev: np.ndarray,
+    kfree: np.ndarray,
+    kdur: np.ndarray,
+) -> tuple[np.ndarray, int]:
+    """Kernel durations with each device's learned model where it has one, and how many
+    kernels it could not price (left at their roofline duration)."""
+    from hlo_go.sim.learned.predict import kernel_subset, learned_durations
+
+    out, fallback = kdur.copy(), 0
+    if kdur.size == 0:
+        return out, 0
+    row = prepared.costs.spec[kdev]
+    launches = np.maximum.reduceat(prepared.launches[members], mptr[:-1])
+    for u, model in enumerate(prepared.kernel_models):
+        if model is None:
+            continue
+        kernels = np.flatnonzero((row == u) & ~kfree)
+        if kernels.size == 0:
+            continue
+        ptr, sub = kernel_subset(mptr, members, kernels)
+        out[kernels], count = learned_durations(
+            prepared.graph, model, ptr, sub, kdur[kernels], launches[kernels]
+        )
+        fallback += count
+    return out, fallback
 
 
 def simulate(
@@ -258,6 +308,9 @@ def _run(
         links.latency,
         links.channel,
     )
+    fallback = 0
+    if any(model is not None for model in prepared.kernel_models):
+        kdur, fallback = _learned(prepared, mptr, members, kdev, kfree, kdur)
     kstart, kend, kss, kse, tstart, tend, tss, tse, step_times, last_step, finished = (
         _engine.run_events(
             d,
@@ -347,4 +400,5 @@ def _run(
         num_kernels=int(np.count_nonzero(launched)),
         fusion_group=group.astype(np.int32, copy=False),
         timeline=timeline,
+        fallback_kernels=fallback,
     )

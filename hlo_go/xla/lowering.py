@@ -586,6 +586,7 @@ def program(
     seed: int = 0,
     scale: float = RANDOM_SCALE,
     platform: str = "cpu",
+    compiler_options: Mapping[str, Any] | None = None,
 ) -> Program:
     """A :class:`Program` from a function, a ``jax.stages.Lowered``, or an HLO module.
 
@@ -600,6 +601,8 @@ def program(
       seed: the random inputs' seed.
       scale: standard deviation of random floats.
       platform: XLA platform (``"cpu"``).
+      compiler_options: XLA options added to every compile of the program (e.g.
+        :data:`hlo_go.xla.profile.TRACEME_OPTIONS` for per-thunk trace events).
 
     Returns:
       The program, its arguments placed on the device.
@@ -610,7 +613,14 @@ def program(
     if isinstance(source, Program):
         return source
     if isinstance(source, HloModule | str | os.PathLike):
-        return _hlo_program(source, args, seed=seed, scale=scale, platform=platform)
+        return _hlo_program(
+            source,
+            args,
+            seed=seed,
+            scale=scale,
+            platform=platform,
+            compiler_options=compiler_options,
+        )
     if isinstance(source, jax.stages.Lowered):
         lowered = source
         if args is None:
@@ -647,6 +657,7 @@ def program(
     device = jax.devices(platform)[0]
     placed = tuple(jax.device_put(tuple(args), device))
     name = lowered.compiler_ir("hlo").as_hlo_module().name
+    extra = dict(compiler_options or {})
 
     def source_text() -> tuple[str, list[Any]]:  # the lowered module and its parameters
         flat = jax.tree.leaves(placed)
@@ -655,7 +666,7 @@ def program(
 
     return Program(
         name,
-        lambda options: lowered.compile(compiler_options=options or None),
+        lambda options: lowered.compile(compiler_options={**extra, **options} or None),
         lambda compiled: compiled,
         placed,
         source_kind="function",
@@ -679,6 +690,7 @@ def _hlo_program(
     seed: int,
     scale: float,
     platform: str,
+    compiler_options: Mapping[str, Any] | None = None,
 ) -> Program:
     if isinstance(source, HloModule):
         module = source
@@ -706,7 +718,9 @@ def _hlo_program(
     device = jax.devices(platform)[0]
 
     def compile_fn(options: dict[str, Any]) -> Any:
-        return compile_hlo_text(text, device=device, compiler_options=dict(options))
+        return compile_hlo_text(
+            text, device=device, compiler_options={**(compiler_options or {}), **options}
+        )
 
     placed = tuple(jax.device_put(a, device) for a in args)
     return Program(

@@ -46,6 +46,11 @@ class InstructionProfile(NamedTuple):
         profiler.
       runs: how many profiled runs the medians are over.
       hlo_text: the compiled module's text (instruction names match the keys).
+      step_spread_s: the least and the most step time measured (None where not kept).
+      run_instruction_s: per profiled run (in run order), its times per instruction name
+        on the profile's clock (empty where not kept).
+      run_stretch: per profiled run, its wall time / its time on the clock (1 for the
+        wall clock): a run's event durations as measured are its times times this.
     """
 
     module_name: str
@@ -53,6 +58,9 @@ class InstructionProfile(NamedTuple):
     step_s: float
     runs: int
     hlo_text: str
+    step_spread_s: tuple[float, float] | None = None
+    run_instruction_s: tuple[dict[str, float], ...] = ()
+    run_stretch: tuple[float, ...] = ()
 
 
 TRACEME_OPTIONS: dict[str, Any] = {"xla_cpu_enable_xprof_traceme": True}
@@ -81,25 +89,71 @@ def profile_lowered(
     Returns:
       An :class:`InstructionProfile`.
     """
-    if share_overlaps is None:
-        share_overlaps = len(os.sched_getaffinity(0)) == 1
     options = {**(compiler_options or {}), **TRACEME_OPTIONS}
     compiled = lowered.compile(compiler_options=options)
     module_name = lowered.compiler_ir("hlo").as_hlo_module().name
-    jax.block_until_ready(compiled(*args))  # warm-up
+    return profile_compiled(
+        compiled,
+        args,
+        module_name,
+        repeats=repeats,
+        clock=clock,
+        share_overlaps=share_overlaps,
+    )
+
+
+def profile_compiled(
+    compiled: Any,
+    args: Sequence[Any],
+    module_name: str,
+    *,
+    repeats: int = 5,
+    clock: Clock = "wall",
+    share_overlaps: bool | None = None,
+    warmup: bool = True,
+    separate_steps: bool = True,
+) -> InstructionProfile:
+    """Runs an executable compiled with :data:`TRACEME_OPTIONS` and reads its times.
+
+    Args:
+      compiled: a ``jax.stages.Compiled`` (or anything callable on ``args`` with an
+        ``as_text()``) compiled with :data:`TRACEME_OPTIONS`.
+      args: arguments to call it with.
+      module_name: its HLO module's name (the trace events carry it).
+      repeats: profiled runs.
+      clock: ``"wall"`` or ``"cpu"`` (see the module docstring).
+      share_overlaps: charge overlapping events by processor share (default: when this
+        process may use a single core).
+      warmup: run once, unprofiled, first.
+      separate_steps: time ``repeats`` more runs outside the profiler for the step
+        time; otherwise the step time is the profiled runs' (on ``clock``).
+
+    Returns:
+      An :class:`InstructionProfile` (``step_spread_s``: the least and most step time).
+
+    Raises:
+      RuntimeError: the profiler wrote no trace.
+    """
+    if share_overlaps is None:
+        share_overlaps = len(os.sched_getaffinity(0)) == 1
+    if warmup:
+        jax.block_until_ready(compiled(*args))
     now = CLOCKS[clock]
     steps = []
-    for _ in range(repeats):
-        start = now()
-        jax.block_until_ready(compiled(*args))
-        steps.append(now() - start)
+    if separate_steps:
+        for _ in range(repeats):
+            start = now()
+            jax.block_until_ready(compiled(*args))
+            steps.append(now() - start)
     stretch = []  # per profiled run: wall time / time on the clock
+    profiled = []
     with tempfile.TemporaryDirectory() as logdir:
         with jax.profiler.trace(logdir):
             for _ in range(repeats):
                 wall, start = time.perf_counter(), now()
                 jax.block_until_ready(compiled(*args))
                 elapsed = now() - start
+                profiled.append(elapsed)
                 stretch.append((time.perf_counter() - wall) / max(elapsed, 1e-12))
         files = glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True)
         if not files:
@@ -107,19 +161,29 @@ def profile_lowered(
         per_run = _instruction_times(
             ProfileData.from_file(files[0]), module_name, share_overlaps=share_overlaps
         )
-    if clock != "wall":
-        # Run ids increase with each execution; scale each run by its own stretch.
-        factors = (
-            stretch if len(stretch) == len(per_run) else [statistics.median(stretch)] * len(per_run)
-        )
-        per_run = {
-            run: {name: t / factor for name, t in per_run[run].items()}
-            for run, factor in zip(sorted(per_run), factors, strict=True)
-        }
+    if not separate_steps:
+        steps = profiled
+    # Run ids increase with each execution; scale each run by its own stretch.
+    factors = (
+        stretch if len(stretch) == len(per_run) else [statistics.median(stretch)] * len(per_run)
+    )
+    if clock == "wall":
+        factors = [1.0] * len(per_run)
+    per_run = {
+        run: {name: t / factor for name, t in per_run[run].items()}
+        for run, factor in zip(sorted(per_run), factors, strict=True)
+    }
     names = {name for run in per_run.values() for name in run}
     medians = {n: statistics.median(run.get(n, 0.0) for run in per_run.values()) for n in names}
     return InstructionProfile(
-        module_name, medians, statistics.median(steps), len(per_run), compiled.as_text()
+        module_name,
+        medians,
+        statistics.median(steps),
+        len(per_run),
+        compiled.as_text(),
+        (min(steps), max(steps)),
+        tuple(per_run[run] for run in sorted(per_run)),
+        tuple(float(f) for f in factors),
     )
 
 

@@ -1,0 +1,851 @@
+"""Measured per-kernel times of fusion variants of corpus graphs: the learned cost model's data.
+
+For each corpus graph, :func:`variant_groups` draws fusion groupings of its pre-fusion graph
+(the graph :attr:`hlo_go.xla.Program.graph` every optimizer decides on): XLA:CPU-like
+heuristics, the fusion baselines, size limits, random groupings. Each grouping is lowered
+into XLA's compile as our lowering does it (:meth:`hlo_go.xla.Program.lower` with the
+groups by name, XLA's order), compiled with per-thunk trace events
+(:data:`hlo_go.xla.profile.TRACEME_OPTIONS`) and run on one pinned core; each thunk's time
+(CPU clock, :func:`hlo_go.xla.profile.profile_compiled`) is charged to the kernel (group)
+it belongs to (:func:`kernel_times`).
+
+Storage (:data:`DATASET_FORMAT`), under one root directory:
+
+* ``graphs/<graph>.hlo.gz``: the pre-fusion module's text, so that training rebuilds the
+  exact graph without XLA (:func:`load_graph`; its fingerprint is checked);
+* ``<graph>/<variant>.npz``: one file per (graph, variant), compressed:
+  ``group`` (``int32[N]``, the grouping, labels the smallest member's id),
+  ``kernel_label`` (``int32[K]``) and ``kernel_s`` (``float64[K]``, the measured seconds of
+  each group that ran as a kernel), ``kernel_runs_s`` (``float64[K, R]``, each profiled
+  run's seconds, R runs) and ``run_stretch`` (``float64[R]``, each run's wall / CPU time,
+  which scaled its events), and ``meta`` (a JSON string: the step time and its
+  spread, the time of thunks no group owns, clock, core, repeats, versions, and the step
+  time of XLA's default compile of the graph timed around the variant).
+
+Measurements are CPU time of a process pinned to one core, and the thunk times are
+scaled by each run's CPU / wall ratio (:mod:`hlo_go.xla.profile`). That removes the turns
+other processes take on the core, not their contention for caches and memory: on a
+shared host the same step can take twice the CPU time. The reference times let a reader
+correct for that (:func:`contention_factor`).
+
+Generation runs as independent jobs, one per graph, each in a fresh process pinned to one
+core; a variant whose file exists is skipped, so an interrupted run resumes, and the same
+jobs can run on several hosts (copy the files together). ``python -m
+hlo_go.calibration.kernel_dataset --help`` runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import logging
+import re
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from hlo_go.decisions import FusionLimits, fusion_groups, large_matrix_nodes
+from hlo_go.errors import HloGoError
+from hlo_go.graph import OpGraph, build_graph
+from hlo_go.hlo import HloModule, parse_hlo
+from hlo_go.sim.cluster import OP_CLASSES
+from hlo_go.sim.cost_model import MATRIX_CLASSES, op_classes
+
+logger = logging.getLogger(__name__)
+
+DATASET_FORMAT = 2
+"""Version of the files' layout and meaning. 2 added each run's kernel times; a reader
+accepts :data:`READABLE_FORMATS` and refuses others."""
+READABLE_FORMATS = (1, 2)
+
+DEFAULT_ROOT = Path("benchmarks") / "data" / "kernels"
+"""Where the dataset lives by default (relative to the repository root)."""
+
+# The graphs the model learns from and the families it is tested on (never seen in
+# training), small enough to compile quickly on this host. Each held-out family has a kin
+# in training (an LSTM: rnnlm for gnmt; a transformer: transformer_xl and gpt2 for bert).
+TRAIN_GRAPHS: tuple[str, ...] = (
+    "rnnlm_l2_scan",
+    "transformer_xl_l2",
+    "rnnlm_l4_scan",
+    "gpt2_l2",
+    "resnet_26",
+    "transformer_xl_l4",
+)
+HELDOUT_GRAPHS: tuple[str, ...] = (
+    "gnmt_l2_scan",
+    "bert_l2",
+    "gnmt_l4_scan",
+    "bert_l4",
+    "gnmt_l8_scan",
+    "bert_l8",
+)
+
+
+class DatasetError(ValueError, HloGoError):
+    """A dataset file that cannot be read: another format version, a graph that does not
+    match its stored module, missing arrays. The message names the file."""
+
+
+class KernelSample(NamedTuple):
+    """One measured fusion variant of one graph.
+
+    Attributes:
+      graph_name: the corpus graph.
+      variant: the variant's name (:func:`variant_groups`).
+      group: ``int32[N]`` the grouping lowered (each node's group: its smallest member).
+      kernel_label: ``int32[K]`` the groups that ran as kernels with a trace event.
+      kernel_s: ``float64[K]`` their measured seconds in one step (median over runs;
+        a ``while`` counts the thunks of its body).
+      step_s: the median step time (CPU clock of the pinned process).
+      step_spread_s: the least and most step time of the runs.
+      unmapped_s: seconds of thunks no group owns (copies XLA added).
+      meta: the rest: ``clock``, ``cpu`` (the core), ``repeats``, ``jax``,
+        ``fingerprint``, ``reference_s`` (XLA's default compile of the graph, one step
+        timed just before and just after this variant: how fast the core ran then).
+      kernel_runs_s: ``float64[K, R]`` each profiled run's seconds per kernel (None in
+        format 1 files).
+      run_stretch: ``float64[R]`` each run's wall / CPU time (its events were divided
+        by it); None in format 1 files.
+    """
+
+    graph_name: str
+    variant: str
+    group: np.ndarray
+    kernel_label: np.ndarray
+    kernel_s: np.ndarray
+    step_s: float
+    step_spread_s: tuple[float, float]
+    unmapped_s: float
+    meta: Mapping[str, Any]
+    kernel_runs_s: np.ndarray | None = None
+    run_stretch: np.ndarray | None = None
+
+
+def variant_slug(variant: str) -> str:
+    """A file name stem for a variant's name."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", variant).strip("_")
+
+
+def sample_path(root: Path, graph_name: str, variant: str) -> Path:
+    """The file of one (graph, variant)."""
+    return Path(root) / graph_name / f"{variant_slug(variant)}.npz"
+
+
+def save_sample(root: Path, sample: KernelSample) -> Path:
+    """Writes one sample (compressed npz, :data:`DATASET_FORMAT`); returns its path."""
+    path = sample_path(root, sample.graph_name, sample.variant)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    meta = {
+        **dict(sample.meta),
+        "format": DATASET_FORMAT,
+        "graph": sample.graph_name,
+        "variant": sample.variant,
+        "step_s": sample.step_s,
+        "step_spread_s": list(sample.step_spread_s),
+        "unmapped_s": sample.unmapped_s,
+    }
+    tmp = path.with_suffix(".tmp.npz")
+    runs = {}
+    if sample.kernel_runs_s is not None and sample.run_stretch is not None:
+        runs = {
+            "kernel_runs_s": np.asarray(sample.kernel_runs_s, np.float64),
+            "run_stretch": np.asarray(sample.run_stretch, np.float64),
+        }
+    np.savez_compressed(
+        tmp,
+        group=np.asarray(sample.group, np.int32),
+        kernel_label=np.asarray(sample.kernel_label, np.int32),
+        kernel_s=np.asarray(sample.kernel_s, np.float64),
+        meta=np.array(json.dumps(meta, sort_keys=True)),
+        **runs,
+    )
+    tmp.replace(path)  # a half-written file never looks measured
+    return path
+
+
+def load_sample(path: Path) -> KernelSample:
+    """Reads a file written by :func:`save_sample`.
+
+    Raises:
+      DatasetError: another format version or a malformed file.
+    """
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            meta = json.loads(str(data["meta"]))
+            arrays = {k: data[k] for k in ("group", "kernel_label", "kernel_s")}
+            runs = {k: data[k] for k in ("kernel_runs_s", "run_stretch") if k in data.files}
+    except (OSError, KeyError, ValueError) as error:
+        raise DatasetError(f"{path}: not a kernel dataset file ({error})") from None
+    if meta.get("format") not in READABLE_FORMATS:
+        raise DatasetError(
+            f"{path}: dataset format {meta.get('format')!r}, this reader reads "
+            f"{', '.join(map(str, READABLE_FORMATS))}"
+        )
+    return KernelSample(
+        meta["graph"],
+        meta["variant"],
+        arrays["group"].astype(np.int32),
+        arrays["kernel_label"].astype(np.int32),
+        arrays["kernel_s"].astype(np.float64),
+        float(meta["step_s"]),
+        (float(meta["step_spread_s"][0]), float(meta["step_spread_s"][1])),
+        float(meta["unmapped_s"]),
+        {k: v for k, v in meta.items() if k not in _SAMPLE_META},
+        runs.get("kernel_runs_s"),
+        runs.get("run_stretch"),
+    )
+
+
+_SAMPLE_META = frozenset({"graph", "variant", "step_s", "step_spread_s", "unmapped_s"})
+
+
+def graph_path(root: Path, graph_name: str) -> Path:
+    """The stored pre-fusion module of a graph."""
+    return Path(root) / "graphs" / f"{graph_name}.hlo.gz"
+
+
+def save_graph(root: Path, graph_name: str, module: HloModule, graph: OpGraph) -> Path:
+    """Stores a graph's pre-fusion module (gzip text, its fingerprint in a header line)."""
+    path = graph_path(root, graph_name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = f"// hlo-go kernel dataset: fingerprint {graph.fingerprint}\n{module.to_text()}"
+    tmp = path.with_suffix(".tmp")
+    with gzip.open(tmp, "wt", compresslevel=9) as out:
+        out.write(text)
+    tmp.replace(path)
+    return path
+
+
+def load_graph(root: Path, graph_name: str) -> OpGraph:
+    """The pre-fusion graph of a stored module, built again.
+
+    Raises:
+      DatasetError: the file is missing, or the graph built has another fingerprint
+        than the one it was measured on.
+    """
+    path = graph_path(root, graph_name)
+    if not path.is_file():
+        raise DatasetError(f"{path}: no stored module for graph {graph_name!r}")
+    text = gzip.decompress(path.read_bytes()).decode()
+    header, _, body = text.partition("\n")
+    expected = header.rsplit(" ", 1)[-1]
+    graph = build_graph(parse_hlo(body, filename=str(path)))
+    if graph.fingerprint != expected:
+        raise DatasetError(
+            f"{path}: the graph built has fingerprint {graph.fingerprint}, measured on {expected}"
+        )
+    return graph
+
+
+def stored_graphs(root: Path) -> list[str]:
+    """Graphs with a stored module and at least one measured variant, by name."""
+    root = Path(root)
+    return sorted(
+        p.name.removesuffix(".hlo.gz")
+        for p in (root / "graphs").glob("*.hlo.gz")
+        if any((root / p.name.removesuffix(".hlo.gz")).glob("*.npz"))
+    )
+
+
+def load_dataset(
+    root: Path, graphs: Iterable[str] | None = None
+) -> dict[str, tuple[OpGraph, list[KernelSample]]]:
+    """Every stored graph (or the named ones) with its samples, in variant-file order.
+
+    Raises:
+      DatasetError: a malformed or mismatched file, a sample whose grouping does not fit
+        its graph.
+    """
+    root = Path(root)
+    names = stored_graphs(root) if graphs is None else list(graphs)
+    out: dict[str, tuple[OpGraph, list[KernelSample]]] = {}
+    for name in names:
+        files = sorted((root / name).glob("*.npz"))
+        if not files:
+            continue
+        graph = load_graph(root, name)
+        samples = [load_sample(f) for f in files if not f.name.endswith(".tmp.npz")]
+        for s, f in zip(samples, files, strict=False):
+            if s.group.shape != (graph.num_nodes,):
+                raise DatasetError(
+                    f"{f}: grouping of {s.group.shape} nodes, graph has {graph.num_nodes}"
+                )
+        out[name] = (graph, samples)
+    return out
+
+
+def contention_factors(samples: Sequence[KernelSample]) -> np.ndarray:
+    """Per sample of one graph, the factor that scales its times to the graph's typical
+    contention: the median over the samples of the reference step time (XLA's default
+    compile timed around each variant, the geometric mean of its two timings) divided by
+    the sample's own. 1 for a sample without reference times.
+
+    Args:
+      samples: samples of one graph.
+
+    Returns:
+      ``float64[len(samples)]``.
+    """
+    refs = np.array(
+        [
+            float(np.sqrt(np.prod(s.meta["reference_s"]))) if s.meta.get("reference_s") else np.nan
+            for s in samples
+        ]
+    )
+    if not np.isfinite(refs).any():
+        return np.ones(len(samples))
+    typical = float(np.nanmedian(refs))
+    return np.where(np.isfinite(refs), typical / refs, 1.0)
+
+
+PREEMPT_INTERVAL_S = 3e-3
+"""Assumed on-CPU time between two preemptions of a measuring process on a loaded host
+(about the Linux scheduler's minimum granularity): :func:`kernel_seconds`."""
+
+
+def kernel_seconds(
+    sample: KernelSample, *, preempt_interval_s: float = PREEMPT_INTERVAL_S
+) -> np.ndarray:
+    """Each kernel's seconds, less what other processes took of the core while it ran.
+
+    A run's events are wall-clock durations; the profile divides all of a run's events by
+    the run's wall / CPU ratio ``s`` (its stretch). That is right on average, not per
+    event: a short event is rarely preempted (its wall time is its time), a long one
+    loses about ``1 - 1/s`` of its wall time to other processes. Here an event of wall
+    time ``w`` is charged ``w / (1 + (s - 1) p)``, with ``p = 1 - exp(-w / (s τ))`` the
+    chance it was preempted (``τ`` = ``preempt_interval_s`` on-CPU seconds between
+    preemptions), and the median over runs is kept. On a quiet host (``s`` = 1) this is
+    the measured time. Format 1 samples (no per-run times) give their stored medians.
+
+    Args:
+      sample: a measured variant.
+      preempt_interval_s: ``τ``.
+
+    Returns:
+      ``float64[K]`` aligned with ``sample.kernel_label``.
+    """
+    if sample.kernel_runs_s is None or sample.run_stretch is None or not sample.kernel_runs_s.size:
+        return np.asarray(sample.kernel_s, np.float64)
+    stretch = np.asarray(sample.run_stretch, np.float64)[None, :]
+    wall = np.asarray(sample.kernel_runs_s, np.float64) * stretch
+    preempted = 1.0 - np.exp(-wall / (stretch * preempt_interval_s))
+    return np.median(wall / (1.0 + (stretch - 1.0) * preempted), axis=1)
+
+
+def corrected_steps(samples: Sequence[KernelSample]) -> np.ndarray:
+    """Each sample's step time at the graph's typical load.
+
+    A sample timed interleaved with XLA's default compile (``meta["interleaved"]``)
+    gives its step relative to the reference in the same rounds; one without, its
+    profiled step relative to the reference timed around it. Either ratio is scaled by
+    the median reference of the graph's samples.
+
+    Args:
+      samples: samples of one graph.
+
+    Returns:
+      ``float64[len(samples)]`` seconds (the profiled steps where no sample has
+      reference times).
+    """
+    steps, refs = [], []
+    for s in samples:
+        inter = s.meta.get("interleaved")
+        if inter:
+            steps.append(float(inter["step_s"]))
+            refs.append(float(inter["reference_s"]))
+        elif s.meta.get("reference_s"):
+            steps.append(s.step_s)
+            refs.append(float(np.sqrt(np.prod(s.meta["reference_s"]))))
+        else:
+            steps.append(s.step_s)
+            refs.append(np.nan)
+    ref = np.array(refs)
+    if not np.isfinite(ref).any():
+        return np.array(steps)
+    typical = float(np.nanmedian(ref))
+    return np.array(steps) * np.where(np.isfinite(ref), typical / ref, 1.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Variants.
+
+
+def variant_priorities(
+    graph: OpGraph, *, seed: int = 0, baselines: bool = True
+) -> dict[str, tuple[np.ndarray, FusionLimits]]:
+    """Fusion priorities and limits of a graph's variants, in a fixed order.
+
+    Large dots and convolutions never fuse (:func:`hlo_go.decisions.large_matrix_nodes`,
+    as the lowering keeps them out); small ones fuse only in the ``small matrix`` variant.
+
+    Args:
+      graph: the pre-fusion graph.
+      seed: the random variants' seed.
+      baselines: include the fusion baselines (``xla-cpu-like``, ``fuse-all-legal``,
+        ``priority-fusion``) decided on the analytic ``host-cpu-1``.
+
+    Returns:
+      Variant name -> (``float32[N]`` fusion priority, limits).
+    """
+    n = graph.num_nodes
+    rng = np.random.default_rng(seed)
+    classes = op_classes(graph)
+    matrix = np.isin(classes, MATRIX_CLASSES)
+    large = large_matrix_nodes(graph)
+    not_matrix = (~matrix).astype(np.float32)
+    cheap = np.isin(
+        classes, [OP_CLASSES.index("elementwise"), OP_CLASSES.index("data_movement")]
+    ).astype(np.float32)
+    out: dict[str, tuple[np.ndarray, FusionLimits]] = {}
+    if baselines:
+        from hlo_go import baselines as methods
+        from hlo_go.sim.presets import host_cpu
+
+        cluster = host_cpu(1, kernel_model="")
+        for name in ("xla-cpu-like", "fuse-all-legal", "priority-fusion"):
+            decided = methods.get(name)(graph, cluster, seed=seed)
+            out[name] = (np.asarray(decided.fusion_priority, np.float32), FusionLimits())
+    out["no fusion"] = (np.zeros(n, np.float32), FusionLimits())
+    out["all, max 64"] = (not_matrix, FusionLimits(max_nodes=64))
+    out["all, max 8"] = (not_matrix, FusionLimits(max_nodes=8))
+    out["elementwise only"] = (cheap, FusionLimits(max_nodes=64))
+    out["all, max 2"] = (not_matrix, FusionLimits(max_nodes=2))
+    out["random half"] = (not_matrix * (rng.random(n) < 0.5), FusionLimits(max_nodes=64))
+    out["small matrix, max 8"] = (np.ones(n, np.float32), FusionLimits(max_nodes=8))
+    for k, (keep, size) in enumerate(((0.8, 16), (0.3, 64), (0.6, 4), (0.9, 32))):
+        priority = not_matrix * (rng.random(n) < keep) * rng.random(n).astype(np.float32)
+        out[f"random {k}: {keep:g} of nodes, max {size}"] = (
+            priority.astype(np.float32),
+            FusionLimits(max_nodes=size),
+        )
+    return {
+        name: (np.where(large, 0.0, p).astype(np.float32), limits)
+        for name, (p, limits) in out.items()
+    }
+
+
+def variant_groups(
+    graph: OpGraph,
+    output_dims: np.ndarray | None,
+    *,
+    count: int,
+    seed: int = 0,
+    baselines: bool = True,
+) -> dict[str, np.ndarray]:
+    """The first ``count`` variants' groupings (distinct groupings only).
+
+    Args:
+      graph: the pre-fusion graph.
+      output_dims: exact output-dimension keys (:attr:`hlo_go.xla.Program.output_dims`).
+      count: how many variants at most.
+      seed: the random variants' seed.
+      baselines: include the fusion baselines.
+
+    Returns:
+      Variant name -> ``int32[N]`` grouping, in :func:`variant_priorities` order.
+    """
+    placement = np.zeros(graph.num_nodes, np.int32)
+    out: dict[str, np.ndarray] = {}
+    seen: set[bytes] = set()
+    for name, (priority, limits) in variant_priorities(
+        graph, seed=seed, baselines=baselines
+    ).items():
+        group = fusion_groups(graph, placement, priority, output_dims=output_dims, limits=limits)
+        key = group.tobytes()
+        if key in seen:
+            continue
+        seen.add(key)
+        out[name] = group.astype(np.int32)
+        if len(out) == count:
+            break
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Thunks to kernels.
+
+
+def thunk_owners(graph: OpGraph, group: np.ndarray, hlo_text: str) -> dict[str, int]:
+    """The kernel (group) each instruction of a compiled module is charged to.
+
+    An entry instruction of the compiled module belongs to a group by its name (a node of
+    the graph) or, for a fusion, by the names of its fused computation's instructions
+    (our fusions keep their members' names; regenerated clones are new names). The
+    instructions of the computations it calls (a ``while``'s body, fused by XLA) are
+    charged to the same group.
+
+    Args:
+      graph: the pre-fusion graph the grouping is for.
+      group: ``int[N]`` the grouping lowered.
+      hlo_text: the compiled module's text.
+
+    Returns:
+      Instruction name -> group label, or -1 for an instruction of no group (copies XLA
+      added).
+    """
+    module = parse_hlo(hlo_text, filename="<compiled module>")
+    index = graph.node_index
+    group = np.asarray(group)
+    owners: dict[str, int] = {}
+    for instr in module.entry.instructions:
+        inside: list[str] = []
+        members: list[int] = []
+        stack, seen = list(instr.called_computations), set()
+        while stack:
+            name = stack.pop()
+            if name in seen or name not in module.computations:
+                continue
+            seen.add(name)
+            for inner in module.computations[name].instructions:
+                if instr.opcode == "fusion" and inner.name in index:
+                    members.append(index[inner.name])
+                inside.append(inner.name)
+                stack.extend(inner.called_computations)
+        if instr.name in index:
+            label = int(group[index[instr.name]])
+        elif members:
+            labels, counts = np.unique(group[members], return_counts=True)
+            label = int(labels[np.argmax(counts)])
+        else:
+            label = -1
+        for name in (instr.name, *inside):
+            owners.setdefault(name, label)
+    return owners
+
+
+def charge(
+    owners: Mapping[str, int], instruction_s: Mapping[str, float]
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Sums traced times by kernel (:func:`thunk_owners`).
+
+    Returns:
+      ``(labels int32[K], seconds float64[K], unmapped seconds)``: the groups with a
+      traced thunk and their time, and the time of thunks of no group.
+    """
+    per_group: dict[int, float] = {}
+    unmapped = 0.0
+    for name, seconds in instruction_s.items():
+        label = owners.get(name, -1)
+        if label < 0:
+            unmapped += seconds
+        else:
+            per_group[label] = per_group.get(label, 0.0) + seconds
+    labels = np.array(sorted(per_group), dtype=np.int32)
+    return labels, np.array([per_group[k] for k in labels.tolist()], np.float64), unmapped
+
+
+def kernel_times(
+    graph: OpGraph, group: np.ndarray, hlo_text: str, instruction_s: Mapping[str, float]
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Charges each traced thunk of a compiled module to the kernel (group) it ran
+    (:func:`thunk_owners`, :func:`charge`).
+
+    Args:
+      graph: the pre-fusion graph the grouping is for.
+      group: ``int[N]`` the grouping lowered.
+      hlo_text: the compiled module's text.
+      instruction_s: seconds per traced instruction name (``InstructionProfile``).
+
+    Returns:
+      ``(labels int32[K], seconds float64[K], unmapped seconds)``.
+    """
+    return charge(thunk_owners(graph, group, hlo_text), instruction_s)
+
+
+# ---------------------------------------------------------------------------------------------
+# Measuring.
+
+
+def measure_graph(
+    name: str,
+    root: str,
+    *,
+    variants: int,
+    repeats: int = 3,
+    seed: int = 0,
+    core: int | None = None,
+    deadline_s: float | None = None,
+    interleaved_rounds: int = 3,
+) -> dict[str, Any]:
+    """Measures the variants of one corpus graph not yet stored (run it pinned).
+
+    Each variant is profiled on its own; then the variants measured here and XLA's
+    default compile are timed again, interleaved in rotating rounds, so that a change of
+    load hits them alike: each sample's ``meta["interleaved"]`` holds its median step
+    and the reference's in those rounds (what ranking variants should use).
+
+    Args:
+      name: a corpus graph.
+      root: the dataset root.
+      variants: how many variants (:func:`variant_groups`).
+      repeats: profiled runs per variant (after one warm-up run).
+      seed: the random variants' seed.
+      core: the core this process is pinned to (recorded).
+      deadline_s: a ``time.time()`` after which no new variant is started.
+      interleaved_rounds: rounds of the interleaved step timing (0: none).
+
+    Returns:
+      A summary: variants measured, skipped (already stored) and failed (with why).
+    """
+    import jax
+
+    from hlo_corpus import get_workload
+    from hlo_go.decisions import fusion_group_names
+    from hlo_go.xla import program
+    from hlo_go.xla.profile import TRACEME_OPTIONS, profile_compiled
+    from hlo_go.xla.timing import time_interleaved
+
+    start = time.perf_counter()
+    root_path = Path(root)
+    step, abstract = get_workload(name).make()
+    prog = program(step, abstract, compiler_options=TRACEME_OPTIONS)
+    graph = prog.graph
+    if not graph_path(root_path, name).is_file():
+        save_graph(root_path, name, prog.prefusion, graph)
+    chosen = variant_groups(graph, prog.output_dims, count=variants, seed=seed)
+    todo = {k: g for k, g in chosen.items() if not sample_path(root_path, name, k).is_file()}
+    skipped = [k for k in chosen if k not in todo]
+    done: list[str] = []
+    failed: dict[str, str] = {}
+    if not todo:
+        return {"graph": name, "measured": done, "skipped": skipped, "failed": failed}
+    # XLA's default compile, run once between variants: how fast this core runs now
+    # (other processes sharing the host slow even a pinned process's CPU time).
+    reference = prog.default()
+    jax.block_until_ready(reference(*prog.args))
+
+    def reference_s() -> float:
+        begin = time.process_time()
+        jax.block_until_ready(reference(*prog.args))
+        return time.process_time() - begin
+
+    before = reference_s()
+    executables: dict[str, Any] = {}
+    for label, group in todo.items():
+        if deadline_s is not None and time.time() > deadline_s:
+            failed[label] = "not started: past the deadline"
+            continue
+        begin = time.perf_counter()
+        try:
+            executable = prog.lower(fusion=fusion_group_names(graph, group))
+            profile = profile_compiled(
+                executable,
+                prog.args,
+                prog.name,
+                repeats=repeats,
+                clock="cpu",
+                warmup=True,
+                separate_steps=False,
+            )
+        except Exception as error:  # a lowering XLA refuses: recorded, not fatal
+            failed[label] = f"{type(error).__name__}: {str(error)[:200]}"
+            logger.warning("%s / %s: %s", name, label, failed[label])
+            continue
+        owners = thunk_owners(graph, group, profile.hlo_text)
+        labels, seconds, unmapped = charge(owners, profile.instruction_s)
+        per_run = np.zeros((labels.size, len(profile.run_instruction_s)))
+        position = {int(k): i for i, k in enumerate(labels.tolist())}
+        for r, times in enumerate(profile.run_instruction_s):
+            run_labels, run_seconds, _ = charge(owners, times)
+            for k, t in zip(run_labels.tolist(), run_seconds.tolist(), strict=True):
+                if k in position:
+                    per_run[position[k], r] = t
+        spread = profile.step_spread_s or (profile.step_s, profile.step_s)
+        after = reference_s()
+        save_sample(
+            root_path,
+            KernelSample(
+                name,
+                label,
+                group,
+                labels,
+                seconds,
+                float(profile.step_s),
+                (float(spread[0]), float(spread[1])),
+                float(unmapped),
+                {
+                    "clock": "cpu",
+                    "cpu": core,
+                    "repeats": repeats,
+                    "runs": profile.runs,
+                    "seed": seed,
+                    "jax": jax.__version__,
+                    "fingerprint": graph.fingerprint,
+                    "kernels": int(np.unique(group).size),
+                    "reference_s": [before, after],
+                    "measure_s": round(time.perf_counter() - begin, 2),
+                    "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                },
+                per_run,
+                np.asarray(profile.run_stretch, np.float64),
+            ),
+        )
+        before = after
+        executables[label] = executable
+        done.append(
+            f"{label}: step {profile.step_s:.4f} s (reference {after:.4f} s), "
+            f"{labels.size} kernels timed, unmapped {unmapped:.4f} s, "
+            f"{time.perf_counter() - begin:.0f} s"
+        )
+    if executables and interleaved_rounds > 0:
+        calls = {
+            label: (lambda f=f: jax.block_until_ready(f(*prog.args)))
+            for label, f in {**executables, _REFERENCE: reference}.items()
+        }
+        timings = time_interleaved(calls, repeats=interleaved_rounds, warmup=0, clock="cpu")
+        ref = timings[_REFERENCE]
+        for label in executables:
+            path = sample_path(root_path, name, label)
+            sample = load_sample(path)
+            t = timings[label]
+            interleaved = {
+                "rounds": interleaved_rounds,
+                "step_s": t.median,
+                "step_samples_s": list(t.samples),
+                "reference_s": ref.median,
+                "reference_samples_s": list(ref.samples),
+            }
+            save_sample(
+                root_path, sample._replace(meta={**sample.meta, "interleaved": interleaved})
+            )
+    return {
+        "graph": name,
+        "measured": done,
+        "skipped": skipped,
+        "failed": failed,
+        "seconds": round(time.perf_counter() - start, 1),
+    }
+
+
+_REFERENCE = "\0XLA default"
+
+
+def generate(
+    names: Sequence[str],
+    root: Path,
+    *,
+    variants: int | Mapping[str, int],
+    jobs: int = 1,
+    repeats: int = 3,
+    seed: int = 0,
+    cpus: Sequence[int] | None = None,
+    budget_s: float | None = None,
+) -> list[dict[str, Any]]:
+    """Measures the graphs' variants, one pinned process per graph, ``jobs`` at a time.
+
+    Args:
+      names: corpus graphs.
+      root: the dataset root.
+      variants: variants per graph (or per graph name; missing names get 10).
+      jobs: graphs measured at once (each pinned to its own core of ``cpus``).
+      repeats: profiled runs per variant.
+      seed: the random variants' seed.
+      cpus: the cores to pin to (default: the highest-numbered ``jobs`` usable ones).
+      budget_s: no variant starts after this many seconds.
+
+    Returns:
+      One summary per graph (:func:`measure_graph`).
+    """
+    import os
+
+    from hlo_go.xla.timing import in_pinned_process
+
+    usable = sorted(os.sched_getaffinity(0))
+    cores = list(cpus) if cpus else usable[-jobs:]
+    deadline = None if budget_s is None else time.time() + budget_s
+    root.mkdir(parents=True, exist_ok=True)
+
+    def run(k: int, name: str) -> dict[str, Any]:
+        cpu = cores[k % len(cores)]
+        logger.info("%s: measuring on core %d", name, cpu)
+        try:
+            return in_pinned_process(
+                measure_graph,
+                name,
+                str(root),
+                cpu=cpu,
+                variants=variants if isinstance(variants, int) else variants.get(name, 10),
+                repeats=repeats,
+                seed=seed,
+                core=cpu,
+                deadline_s=deadline,
+            )
+        except Exception as error:  # one graph's failure does not stop the others
+            return {"graph": name, "error": f"{type(error).__name__}: {str(error)[:300]}"}
+
+    def logged(k: int, name: str) -> dict[str, Any]:
+        result = run(k, name)
+        for line in result.get("measured", []):
+            logger.info("%s / %s", name, line)
+        logger.info(
+            "%s: %d measured, %d already stored, failed: %s",
+            name,
+            len(result.get("measured", [])),
+            len(result.get("skipped", [])),
+            result.get("error") or result.get("failed") or "none",
+        )
+        return result
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        return list(pool.map(logged, range(len(names)), names))
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m hlo_go.calibration.kernel_dataset",
+        description="Measure per-kernel times of fusion variants of corpus graphs.",
+    )
+    parser.add_argument(
+        "graphs",
+        nargs="*",
+        help="corpus graphs, NAME or NAME:VARIANTS (default: the training graphs with "
+        "--variants each and the held-out graphs with 10)",
+    )
+    parser.add_argument("--out", type=Path, default=DEFAULT_ROOT, help="dataset root")
+    parser.add_argument("--variants", type=int, default=8, help="variants per graph")
+    parser.add_argument("--jobs", type=int, default=1, help="graphs measured at once")
+    parser.add_argument("--repeats", type=int, default=3, help="profiled runs per variant")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--budget-s", type=float, default=None, help="start no variant after")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point; returns the exit status (1 when a graph failed)."""
+    args = _parser().parse_args(argv)
+    if args.variants < 1 or args.jobs < 1 or args.repeats < 1:
+        _parser().error("--variants, --jobs and --repeats must be positive")
+    counts: dict[str, int] = {}
+    if args.graphs:
+        for item in args.graphs:
+            name, _, count = item.partition(":")
+            if count and not count.isdigit():
+                _parser().error(f"{item!r}: the count after ':' must be a number")
+            counts[name] = int(count) if count else args.variants
+    else:
+        counts = {n: args.variants for n in TRAIN_GRAPHS} | dict.fromkeys(HELDOUT_GRAPHS, 10)
+        # training and held-out graphs alternate, so a cut run leaves some of both
+        names = [n for pair in zip(HELDOUT_GRAPHS, TRAIN_GRAPHS, strict=False) for n in pair]
+        counts = {n: counts[n] for n in names} | counts
+    results = generate(
+        list(counts),
+        args.out,
+        variants=counts,
+        jobs=args.jobs,
+        repeats=args.repeats,
+        seed=args.seed,
+        budget_s=args.budget_s,
+    )
+    return 1 if any("error" in r or r.get("failed") for r in results) else 0
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(message)s", datefmt="%H:%M:%S")
+    sys.exit(main())
