@@ -376,8 +376,14 @@ def test_missing_and_bad_models(tmp_path, monkeypatch):
 
 
 def test_shipped_host_model_prices_host_cpu(graph: OpGraph):
-    if "host-cpu" not in kpredict.shipped_models():
+    from hlo_go.sim import get_cluster
+    from hlo_go.sim.presets import HOST_KERNEL_MODEL
+
+    if HOST_KERNEL_MODEL not in kpredict.shipped_models():
         pytest.skip("the host-cpu kernel model is not installed")
-    result = simulate(graph, host_cpu(1), Decisions.default(graph), group=_group(graph))
+    cluster = host_cpu(1, kernel_model=HOST_KERNEL_MODEL)
+    result = simulate(graph, cluster, Decisions.default(graph), group=_group(graph))
     assert np.isfinite(result.step_time) and result.step_time > 0
     assert result.fallback_kernels == 0
+    # Opt-in: the preset by name keeps the roofline.
+    assert all(d.kernel_model == "" for d in get_cluster("host-cpu-1").devices)

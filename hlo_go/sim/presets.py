@@ -25,10 +25,10 @@ Interconnects, as those machines had them:
   with the efficiencies and launch overhead calibrated on this host
   (:data:`HOST_CORE_CALIBRATED`). The virtual devices share the host's cores and
   memory: each is given the calibrated single-device figures and 1/N of the memory, so
-  predicted multi-device speedups are optimistic. Their kernels are priced by the
-  learned kernel cost model :data:`HOST_KERNEL_MODEL` (:mod:`hlo_go.sim.learned`),
-  trained on this host's measured kernels; the calibrated roofline is its input and
-  fallback.
+  predicted multi-device speedups are optimistic. Kernels are priced by the calibrated
+  roofline; ``host_cpu(n, kernel_model=HOST_KERNEL_MODEL)`` prices them with the learned
+  kernel cost model (:mod:`hlo_go.sim.learned`) instead, which is not the default until
+  it ranks fusion variants better than the roofline (docs/cost_model.md).
 """
 
 from __future__ import annotations
@@ -209,8 +209,10 @@ HOST_CORE_CALIBRATED = HOST_CORE.replace(
 )
 HOST_DEVICE_PUT_BW = 3 * G
 HOST_DEVICE_PUT_LATENCY = 130 * US
-# The learned kernel cost model of this host's XLA:CPU kernels (hlo_go.sim.learned), which
-# prices host-cpu-N's kernels; the roofline above stays its fallback and its input.
+# The shipped learned kernel cost model of this host's XLA:CPU kernels (hlo_go.sim.learned):
+# host_cpu(n, kernel_model=HOST_KERNEL_MODEL) prices kernels with it, the roofline above
+# being its input and fallback. Opt-in: on held-out families it ranks fusion variants no
+# better than the roofline (benchmarks/results/cost_model.json).
 HOST_KERNEL_MODEL = "host-cpu"
 
 
@@ -289,14 +291,14 @@ def _tpu_mesh(name: str, device: Device, shape: tuple[int, int], system: str) ->
     )
 
 
-def host_cpu(n: int, *, kernel_model: str = HOST_KERNEL_MODEL) -> Cluster:
+def host_cpu(n: int, *, kernel_model: str = "") -> Cluster:
     """This host's CPU as ``n`` virtual XLA devices (``host-cpu-N``).
 
     Args:
       n: the number of devices, 1 to 8.
-      kernel_model: the learned kernel cost model pricing the kernels
-        (:data:`HOST_KERNEL_MODEL`, measured on this host); ``""`` for the calibrated
-        roofline alone.
+      kernel_model: a learned kernel cost model pricing the kernels
+        (:data:`HOST_KERNEL_MODEL`, measured on this host, or a model file); ``""`` (the
+        default) for the calibrated roofline alone.
 
     Returns:
       The cluster: each device :data:`HOST_CORE_CALIBRATED` with 1/n of the memory and
