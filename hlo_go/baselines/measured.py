@@ -215,19 +215,27 @@ def split_move(
     return _with_fusion(incumbent, priority)
 
 
+def _cross_group_edge(
+    ctx: SearchContext, groups: np.ndarray, rng: np.random.Generator, wanted: np.ndarray
+) -> tuple[int, int] | None:
+    """The ends of a fusable data edge between two groups where ``wanted`` (``bool[E]``),
+    picked by bytes moved; None when there is none."""
+    g = ctx.graph
+    edges = np.flatnonzero(ctx.edge_ok & (groups[g.senders] != groups[g.receivers]) & wanted)
+    edge = _pick(rng, edges, ctx.edge_weight[edges])
+    return None if edge is None else (int(g.senders[edge]), int(g.receivers[edge]))
+
+
 def merge_move(
     ctx: SearchContext, incumbent: Candidate, groups: np.ndarray, rng: np.random.Generator
 ) -> Candidate | None:
     """A node out of fusion joins the group across one of its data edges."""
-    g = ctx.graph
     priority = incumbent.decisions.fusion_priority.copy()
-    src, dst = g.senders, g.receivers
-    open_end = (priority[src] <= 0) | (priority[dst] <= 0)
-    edges = np.flatnonzero(ctx.edge_ok & (groups[src] != groups[dst]) & open_end)
-    edge = _pick(rng, edges, ctx.edge_weight[edges])
-    if edge is None:
+    on = priority > 0
+    ends = _cross_group_edge(ctx, groups, rng, ~on[ctx.graph.senders] | ~on[ctx.graph.receivers])
+    if ends is None:
         return None
-    u, v = int(src[edge]), int(dst[edge])
+    u, v = ends
     value = max(float(priority[u]), float(priority[v]))
     if value <= 0:  # both out: a fresh priority, tried before every other edge
         value = float(priority.max(initial=0.0)) + 1.0
@@ -240,17 +248,13 @@ def move_move(
     ctx: SearchContext, incumbent: Candidate, groups: np.ndarray, rng: np.random.Generator
 ) -> Candidate | None:
     """The two ends of a data edge between fused groups fuse first."""
-    g = ctx.graph
     priority = incumbent.decisions.fusion_priority.copy()
-    src, dst = g.senders, g.receivers
-    both_on = (priority[src] > 0) & (priority[dst] > 0)
-    edges = np.flatnonzero(ctx.edge_ok & (groups[src] != groups[dst]) & both_on)
-    edge = _pick(rng, edges, ctx.edge_weight[edges])
-    if edge is None:
+    on = priority > 0
+    ends = _cross_group_edge(ctx, groups, rng, on[ctx.graph.senders] & on[ctx.graph.receivers])
+    if ends is None:
         return None
     top = float(priority.max()) + 1.0
-    priority[src[edge]] = top
-    priority[dst[edge]] = top
+    priority[list(ends)] = top
     return _with_fusion(incumbent, priority)
 
 
