@@ -214,3 +214,50 @@ def test_a_clone_reads_a_value_written_out_anyway_rather_than_recompute_it() -> 
     fusions = [i for i in fused.entry.instructions if i.opcode == "fusion"]
     assert not fusions[0].shape.is_tuple  # s only: s * 3 is no longer written out
     _check_compiled(_kept, fused, 2)
+
+
+_UNDER_PERSISTENT_CACHE = """
+import jax, jax.numpy as jnp, numpy as np
+from hlo_go.hlo import parse_hlo
+from hlo_go.xla import apply_fusion, capture_prefusion
+from hlo_go.xla.hooks import compile_replacing
+
+def f(x, y):
+    a = jnp.tanh(x * y + 1.0)
+    return a * 2.0, jnp.exp(a) - y
+
+x = jnp.arange(12.0).reshape(3, 4) / 7.0
+y = jnp.ones((3, 4)) * 0.5
+compute = {"multiply", "add", "tanh", "broadcast", "exponential", "subtract"}
+for kernels in (1, 0, 1):  # the second capture and compile follow cached ones
+    module = capture_prefusion(f, x, y)
+    group = [i.name for i in module.entry.instructions if i.opcode in compute]
+    fused = apply_fusion(module, [group] if kernels else [])
+    compiled = compile_replacing(jax.jit(f).lower(x, y), fused)
+    text = compiled.as_text()
+    assert sum(i.opcode == "fusion" for _, i in parse_hlo(text).instructions()) == kernels
+    for got, want in zip(compiled(x, y), f(x, y)):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+print("ok")
+"""
+
+
+def test_captures_and_replacing_compiles_hold_under_jax_s_persistent_cache(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """JAX's persistent compilation cache, with every compile cached, never answers a
+    capture or a replacing compile: their hooks fire each time."""
+    import os
+    import subprocess
+    import sys
+
+    env = {
+        **os.environ,
+        "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "cache"),
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+        "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
+    }
+    for _ in range(2):  # the second process starts with the first one's cache
+        run = subprocess.run(
+            [sys.executable, "-c", _UNDER_PERSISTENT_CACHE], env=env, capture_output=True, text=True
+        )
+        assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-2000:]
+    assert any((tmp_path / "cache").iterdir())  # the cache was really on

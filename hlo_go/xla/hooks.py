@@ -57,9 +57,11 @@ _STAGES = {
 _counter = itertools.count()
 
 # The XLA debug option :func:`uncached_options` sets to a value of its own for each
-# compile. It only bounds how many modules XLA dumps when dumping is on (--xla_dump_to);
-# the values given are far above any dump's module count.
-NONCE_OPTION = "xla_dump_max_hlo_modules"
+# compile. It only bounds how many buffers XLA's debug printout of a buffer assignment
+# lists, so the executable is unchanged; and JAX's persistent-cache key keeps it (the key
+# drops the options it knows to be harmless, the ``xla_dump_*`` ones among them, so a
+# nonce there would let the persistent cache answer a compile whose hooks must fire).
+NONCE_OPTION = "xla_debug_buffer_assignment_show_max"
 _nonces = itertools.count(random.SystemRandom().randrange(1 << 24, 1 << 29) + os.getpid() % 1024)
 
 
