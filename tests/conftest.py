@@ -6,10 +6,34 @@ test module imports JAX: the collective samples in ``hlo_samples`` need 8 device
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
-import jax
+import pytest
+
+# Compile time dominates the suite (policy networks, lowered corpus graphs), and the tests
+# check behaviour, not speed. Two settings, both made through the environment so that the
+# processes tests start (CLI runs, pinned children, a second process reading a cache)
+# get them too:
+# - LLVM's own optimizations are skipped (``--xla_backend_optimization_level=0``);
+#   XLA's HLO passes, and so every lowering and fusion decision, are unchanged.
+#   ``HLO_GO_TEST_OPTIMIZED=1`` keeps XLA's default level.
+# - One persistent compilation cache per test run, shared by the xdist workers, so a
+#   program that several tests build (the same policy on the same small graph) compiles
+#   once. It starts empty for each run and is removed at its end.
+if os.environ.get("HLO_GO_TEST_OPTIMIZED") != "1":
+    _flags = os.environ.get("XLA_FLAGS", "")
+    if "--xla_backend_optimization_level" not in _flags:
+        os.environ["XLA_FLAGS"] = f"{_flags} --xla_backend_optimization_level=0".strip()
+_RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"solo-{os.getpid()}"
+_XLA_CACHE = Path(tempfile.gettempdir()) / f"hlo-go-test-xla-cache-{_RUN}"
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(_XLA_CACHE))
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.5")
+
+import jax  # noqa: E402
 
 jax.config.update("jax_num_cpu_devices", 8)
 
@@ -17,3 +41,9 @@ jax.config.update("jax_num_cpu_devices", 8)
 _TESTS_DIR = str(Path(__file__).resolve().parent)
 if _TESTS_DIR not in sys.path:
     sys.path.insert(0, _TESTS_DIR)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Removes this run's compilation cache (in the controller, after every worker)."""
+    if not hasattr(session.config, "workerinput"):
+        shutil.rmtree(_XLA_CACHE, ignore_errors=True)

@@ -21,6 +21,10 @@ from hlo_go.graph import build_graph
 from hlo_go.hlo import load_hlo
 from hlo_go.sim import MAX_DEVICES, ClusterFileError, cluster_from_dict, load_cluster
 
+# One xdist group: the module's fixtures are expensive, so one worker sets them up once
+# (the suite runs with --dist loadgroup; every other test is spread on its own).
+pytestmark = pytest.mark.xdist_group("bad_input")
+
 ROOT = Path(__file__).resolve().parents[1]
 BAD = ROOT / "tests" / "data" / "bad"
 EXAMPLE = ROOT / "hlo_go" / "examples" / "cnn_train_step.hlo"

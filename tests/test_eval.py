@@ -22,6 +22,10 @@ from hlo_go.hlo import load_hlo
 from hlo_go.rl import PPOConfig, TrainConfig, train_one
 from hlo_go.sim import get_cluster
 
+# One xdist group: the module's fixtures are expensive, so one worker sets them up once
+# (the suite runs with --dist loadgroup; every other test is spread on its own).
+pytestmark = pytest.mark.xdist_group("eval")
+
 # A small policy: these tests are about the command, not the network.
 TINY = PolicyConfig(
     hidden_size=16, gnn_layers=1, num_heads=2, segment_length=16, segments_per_step=2

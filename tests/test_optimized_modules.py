@@ -378,9 +378,11 @@ def test_every_sample_xla_optimized_computes_what_it_did_before():
     print(json.dumps(lines, indent=1))
     assert len(lines) == 12
     # Known differences, not the recovery's: rng's output 5 is lax.rng_uniform (XLA's
-    # legacy rng is not deterministic across compiles); misc's output 17 is an einsum of
-    # a constant that the optimized text prints as {...} (placeholder values, warned).
-    assert lines.pop("rng")["differ"] == [5]
+    # legacy rng is not deterministic across compiles, unless JAX's persistent
+    # compilation cache answers the second compile with the first's executable, as in
+    # the suite's runs); misc's output 17 is an einsum of a constant that the optimized
+    # text prints as {...} (placeholder values, warned).
+    assert set(lines.pop("rng")["differ"]) <= {5}
     misc = lines.pop("misc")
     assert misc["differ"] == [17] and misc["elided"], misc
     for line in lines.values():

@@ -28,6 +28,10 @@ from hlo_go.gonet import (
 from hlo_go.graph import OpGraph, build_graph
 from hlo_go.hlo import load_hlo, parse_hlo
 
+# One xdist group: the module's fixtures are expensive, so one worker sets them up once
+# (the suite runs with --dist loadgroup; every other test is spread on its own).
+pytestmark = pytest.mark.xdist_group("policy")
+
 # Small sizes: compiles stay around a second, and graphs of ~100 nodes span several
 # segments and scan steps, so memory and recurrence are exercised.
 SMALL = PolicyConfig(

@@ -21,6 +21,10 @@ from hlo_go.rl.ppo import PPOConfig
 from hlo_go.rl.trainer import NonFiniteTrainingError
 from hlo_go.sim import get_cluster
 
+# One xdist group: the module's fixtures are expensive, so one worker sets them up once
+# (the suite runs with --dist loadgroup; every other test is spread on its own).
+pytestmark = pytest.mark.xdist_group("resume")
+
 ROOT = Path(__file__).resolve().parents[1]
 TINY = PolicyConfig(
     hidden_size=16, gnn_layers=1, num_heads=2, segment_length=16, segments_per_step=2
