@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
+import re
 import zlib
 
 import pytest
@@ -140,22 +141,43 @@ def test_unknown_name_and_stage():
         corpus_build.build(["nope"], progress=False)
 
 
+# XLA:CPU's parallel task assigner annotates ops with how many partitions this host's
+# threads split them into: the one part of a captured module that depends on the host.
+_PARTITIONS = re.compile(r', backend_config=\{"outer_dimension_partitions":\[[^\]]*\]\}')
+
+
 def test_rebuilding_one_graph_is_byte_identical(tmp_path, index):
+    import jax
+    import jaxlib
+
+    built_with = (index["jax_version"], index["jaxlib_version"])
+    if (jax.__version__, jaxlib.__version__) != built_with:
+        pytest.skip(f"the corpus was built with jax/jaxlib {built_with}: another jax prints "
+                    "another module")  # fmt: skip
     result = corpus_build.build([SMALL], progress=False, out_dir=tmp_path)
     rebuilt = result["index"]["graphs"]
     assert list(rebuilt) == [SMALL]
     fresh, committed = dict(rebuilt[SMALL]), dict(index["graphs"][SMALL])
+    texts = {
+        stage: (
+            gzip.decompress((tmp_path / corpus.store.file_name(SMALL, stage)).read_bytes()),
+            gzip.decompress(_raw(SMALL, stage)),
+        )
+        for stage in corpus.STAGES
+    }
+    same_host = all(new == old for new, old in texts.values())
     for entry in (fresh, committed):  # node counts follow hlo_go.graph; checked above
-        entry["stages"] = {
-            s: {k: v for k, v in d.items() if k != "nodes"} for s, d in entry["stages"].items()
+        entry["stages"] = {  # a host with another core count: hashes differ (see below)
+            s: {k: v for k, v in d.items() if k != "nodes" and (same_host or k != "sha256")}
+            for s, d in entry["stages"].items()
         }
     assert fresh == committed
-    for stage in corpus.STAGES:
-        new = (tmp_path / corpus.store.file_name(SMALL, stage)).read_bytes()
-        old = _raw(SMALL, stage)
-        assert gzip.decompress(new) == gzip.decompress(old)
-        if index.get("zlib_version") == zlib.ZLIB_RUNTIME_VERSION:
-            assert new == old
+    for stage, (new, old) in texts.items():
+        assert _PARTITIONS.sub("", new.decode()) == _PARTITIONS.sub("", old.decode())
+        if same_host and index.get("zlib_version") == zlib.ZLIB_RUNTIME_VERSION:
+            assert (tmp_path / corpus.store.file_name(SMALL, stage)).read_bytes() == _raw(
+                SMALL, stage
+            )
 
 
 def _module_with_frames() -> tuple[HloModule, str]:
