@@ -37,6 +37,7 @@ from hlo_go.xla.passes import (
     PassNotRunError,
     discover_pipeline,
     instruction_count,
+    is_hook_pass,
     passes_run,
     run_hlo_passes,
 )
@@ -89,8 +90,8 @@ def test_pipeline_is_read_from_xla() -> None:
         "dce",
         "reshape-mover",
         "call-inliner",
-        "apply-xla-transforms",
     } <= names
+    assert any(is_hook_pass(n) for n in names)  # numbered since jaxlib 0.12
     nested = [p for p in pipeline if p.name == "algsimp"]
     assert any(p.nested_in == ("simplification",) for p in nested)
 
@@ -99,7 +100,8 @@ def test_exactly_the_chosen_passes_run(start) -> None:
     # One child process with XLA's pass log on: a pass nested in a pipeline runs
     # alone inside it (not the whole pipeline), and nothing else runs.
     ran = passes_run(start.text, get_action("algsimp").enabled)
-    assert [p.name for p in ran] == ["simplification", "algsimp", "apply-xla-transforms"]
+    assert [p.name for p in ran][:2] == ["simplification", "algsimp"]
+    assert ran[2:] and all(is_hook_pass(p.name) for p in ran[2:])
     assert ran[1].pipelines[-1] == "simplification"
 
 

@@ -12,7 +12,7 @@ Facts measured on jaxlib 0.10.2, CPU:
   So :func:`run_hlo_passes` runs exactly a chosen set of passes by disabling every
   other pass name of the CPU pipeline (read from XLA by :func:`discover_pipeline`),
   keeping ``apply-xla-transforms`` (the pass that calls the module-transformation
-  hook), and captures the module at the pre-scheduler hook, stopping the compile
+  hook; ``apply-xla-transforms-0`` and ``-1`` since jaxlib 0.12), and captures the module at the pre-scheduler hook, stopping the compile
   there. A kept nested pipeline that is a ``HloPassFix`` iterates its kept passes
   to their joint fixed point.
 * Unknown names are accepted silently. :func:`discover_pipeline` reads the names
@@ -51,7 +51,15 @@ from hlo_go.xla._jaxlib import (
 from hlo_go.xla.hooks import hlo_hook
 
 # The pass that runs the module-transformation hook; it must be enabled for a capture.
+# jaxlib 0.12 runs one per hook stage, numbered: "apply-xla-transforms-0", "-1".
 HOOK_PASS = "apply-xla-transforms"
+_HOOK_PASS_NAME = re.compile(rf"^{re.escape(HOOK_PASS)}(-\d+)?$")
+
+
+def is_hook_pass(name: str) -> bool:
+    """Whether ``name`` is a pass that runs the module-transformation hooks."""
+    return _HOOK_PASS_NAME.match(name) is not None
+
 
 # Options added to every pass-only compile: matmuls stay plain dots.
 _BASE_OPTIONS: dict[str, Any] = {"xla_cpu_experimental_ynn_fusion_type": ""}
@@ -220,7 +228,7 @@ def run_hlo_passes(
       PassFailedError: XLA failed while running the passes.
       PassNotRunError: a name in ``verify`` was never scheduled.
     """
-    names = [n for n in passes if n != HOOK_PASS]
+    names = [n for n in passes if not is_hook_pass(n)]
     for name in names:
         if not name or "," in name:
             raise ValueError(f"bad pass name {name!r}")
@@ -258,9 +266,11 @@ def run_hlo_passes(
 
 
 def disabled_for(passes: Iterable[str]) -> list[str]:
-    """The ``xla_disable_hlo_passes`` list that leaves only ``passes`` (and the hook) running."""
-    keep = {*passes, HOOK_PASS}
-    return sorted({p.name for p in discover_pipeline()} - keep)
+    """The ``xla_disable_hlo_passes`` list that leaves only ``passes`` (and the hooks) running."""
+    keep = set(passes)
+    return sorted(
+        {p.name for p in discover_pipeline() if p.name not in keep and not is_hook_pass(p.name)}
+    )
 
 
 _verified: set[tuple[str, ...]] = set()
