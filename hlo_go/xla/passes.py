@@ -113,6 +113,8 @@ _LOG_PREFIX = re.compile(r"hlo_pass_pipeline\.cc:\d+\] (.*)$")
 _RUNNING = re.compile(r"Running HLO pass pipeline on module [^:]*: (.*)$")
 _PASS = re.compile(r"^  HLO pass (.*)$")
 _PASS_DONE = re.compile(r"^HLO pass: (.*) time: ")
+# jaxlib 0.12 logs a filtered-out pass as scheduled, then this line.
+_SKIPPED = re.compile(r"^\s*Skipping HLO pass \(.*\): (.*)$")
 
 
 def parse_pipeline_log(log: str) -> tuple[PipelinePass, ...]:
@@ -127,6 +129,7 @@ def parse_pipeline_log(log: str) -> tuple[PipelinePass, ...]:
     stack: list[str] = []
     last_pass: str | None = None
     seen: dict[tuple[tuple[str, ...], str], int] = {}
+    added: tuple[tuple[str, ...], str] | None = None  # the key the last pass line added
     for raw in log.splitlines():
         match = _LOG_PREFIX.search(raw)
         if match is None:
@@ -144,7 +147,11 @@ def parse_pipeline_log(log: str) -> tuple[PipelinePass, ...]:
         elif passed := _PASS.match(line):
             last_pass = passed.group(1)
             key = (tuple(stack), last_pass)
+            added = None if key in seen else key
             seen.setdefault(key, len(seen))
+        elif (skipped := _SKIPPED.match(line)) and added and added[1] == skipped.group(1):
+            del seen[added]  # filtered out: it did not run
+            added = None
         elif done := _PASS_DONE.match(line):
             if len(stack) > 1 and done.group(1) == stack[-1]:
                 stack.pop()
