@@ -261,7 +261,7 @@ def run_hlo_passes(
             raise PassFailedError(f"XLA's compile never reached the {HOOK_PASS} hook")
         if verify:
             dumped = " ".join(os.listdir(dump_dir))
-            missing = [v for v in verify if f".before_{v.replace(' ', '_')}." not in dumped]
+            missing = [v for v in verify if not _dumped_around(v, dumped)]
             if missing:
                 raise PassNotRunError(
                     f"XLA accepted but never ran {missing} (enabled: {names}); the names are "
@@ -270,6 +270,13 @@ def run_hlo_passes(
     if canonicalize:
         return stablehlo_round_trip(captured[-1])
     return module_from_proto(captured[-1]).to_string()
+
+
+def _dumped_around(name: str, dumped: str) -> bool:
+    """Whether XLA's between-pass dump names (``dumped``) show pass ``name`` ran: a dump
+    ``.before_NAME.`` (jaxlib 0.10) or ``.after_NAME.`` (jaxlib 0.12)."""
+    name = name.replace(" ", "_")
+    return f".before_{name}." in dumped or f".after_{name}." in dumped
 
 
 def disabled_for(passes: Iterable[str]) -> list[str]:
