@@ -193,11 +193,11 @@ def test_outputs_unchanged_by_any_order(small: str, looped: str, seed: int) -> N
 def test_passes_really_optimize(small: str, looped: str, start) -> None:
     default = default_order(start)
     assert default.op_count < start.op_count
-    # Order matters: jax wraps the loop body in a call, which the while-loop passes do
-    # not look into until call-inliner has run.
+    # Order matters where jax wraps the loop body in a call (jax 0.10; jax 0.12 lowers
+    # it inline): the while-loop passes do not look into it until call-inliner has run.
     loop_start = reset(looped)
     _, reward, _, _ = step(loop_start, "simplify-while-loops")
-    assert reward == 0.0
+    assert (reward == 0.0) == (" call(" in looped)
     inlined, _, _, _ = step(loop_start, "call-inliner")
     simplified, reward, _, _ = step(inlined, "simplify-while-loops")
     assert reward > 0.0 and simplified.op_count < inlined.op_count
