@@ -229,15 +229,18 @@ def f(x, y):
 x = jnp.arange(12.0).reshape(3, 4) / 7.0
 y = jnp.ones((3, 4)) * 0.5
 compute = {"multiply", "add", "tanh", "broadcast", "exponential", "subtract"}
-for kernels in (1, 0, 1):  # the second capture and compile follow cached ones
+counts = []
+for grouped in (True, False, True):  # each capture and compile follows cached ones
     module = capture_prefusion(f, x, y)
     group = [i.name for i in module.entry.instructions if i.opcode in compute]
-    fused = apply_fusion(module, [group] if kernels else [])
+    fused = apply_fusion(module, [group] if grouped else [])
     compiled = compile_replacing(jax.jit(f).lower(x, y), fused)
     text = compiled.as_text()
-    assert sum(i.opcode == "fusion" for _, i in parse_hlo(text).instructions()) == kernels
+    counts.append(sum(i.opcode == "fusion" for _, i in parse_hlo(text).instructions()))
     for got, want in zip(compiled(x, y), f(x, y)):
         np.testing.assert_allclose(got, want, rtol=1e-6)
+# one group: one kernel; none: one per op (jaxlib 0.10) or XLA's wrapped ops (0.12)
+assert counts[0] == counts[2] == 1 and counts[1] > 1, counts
 print("ok")
 """
 
