@@ -31,7 +31,7 @@ if os.environ.get("HLO_GO_TEST_OPTIMIZED") != "1":
 _RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"solo-{os.getpid()}"
 _XLA_CACHE = Path(tempfile.gettempdir()) / f"hlo-go-test-xla-cache-{_RUN}"
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(_XLA_CACHE))
-os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.5")
 
 import jax  # noqa: E402
 
