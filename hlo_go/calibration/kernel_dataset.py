@@ -56,6 +56,7 @@ from hlo_go.graph import OpGraph, build_graph
 from hlo_go.hlo import HloModule, parse_hlo
 from hlo_go.sim.cluster import OP_CLASSES
 from hlo_go.sim.cost_model import MATRIX_CLASSES, op_classes
+from hlo_go.xla.segments import called_computations
 
 logger = logging.getLogger(__name__)
 
@@ -495,19 +496,12 @@ def thunk_owners(graph: OpGraph, group: np.ndarray, hlo_text: str) -> dict[str, 
     group = np.asarray(group)
     owners: dict[str, int] = {}
     for instr in module.entry.instructions:
-        inside: list[str] = []
-        members: list[int] = []
-        stack, seen = list(instr.called_computations), set()
-        while stack:
-            name = stack.pop()
-            if name in seen or name not in module.computations:
-                continue
-            seen.add(name)
-            for inner in module.computations[name].instructions:
-                if instr.opcode == "fusion" and inner.name in index:
-                    members.append(index[inner.name])
-                inside.append(inner.name)
-                stack.extend(inner.called_computations)
+        inside = [
+            inner.name
+            for name in called_computations(module, [instr])
+            for inner in module.computations[name].instructions
+        ]
+        members = [index[n] for n in inside if n in index] if instr.opcode == "fusion" else []
         if instr.name in index:
             label = int(group[index[instr.name]])
         elif members:
