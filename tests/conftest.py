@@ -1,7 +1,7 @@
 """Shared pytest setup.
 
-JAX reads the CPU device count once, on first use, so it is set here before any
-test module imports JAX: the collective samples in ``hlo_samples`` need 8 devices.
+JAX reads its settings once, on first use, so they are set here before any test module
+imports JAX.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 # Compile time dominates the suite (policy networks, lowered corpus graphs), and the tests
-# check behaviour, not speed. Two settings, both made through the environment so that the
+# check behaviour, not speed. Three settings, all made through the environment so that the
 # processes tests start (CLI runs, pinned children, a second process reading a cache)
 # get them too:
 # - LLVM's own optimizations are skipped (``--xla_backend_optimization_level=0``);
@@ -24,18 +24,24 @@ import pytest
 # - One persistent compilation cache per test run, shared by the xdist workers, so a
 #   program that several tests build (the same policy on the same small graph) compiles
 #   once. It starts empty for each run and is removed at its end.
-if os.environ.get("HLO_GO_TEST_OPTIMIZED") != "1":
-    _flags = os.environ.get("XLA_FLAGS", "")
-    if "--xla_backend_optimization_level" not in _flags:
-        os.environ["XLA_FLAGS"] = f"{_flags} --xla_backend_optimization_level=0".strip()
+# - Every process has 8 CPU devices (the collective samples in ``hlo_samples`` need them),
+#   set through XLA_FLAGS rather than ``jax.config`` so that child processes have them
+#   too: JAX's cache key depends on the device count, and a CLI run with 1 device would
+#   not find what a test with 8 compiled.
+_flags = os.environ.get("XLA_FLAGS", "")
+if (
+    os.environ.get("HLO_GO_TEST_OPTIMIZED") != "1"
+    and "--xla_backend_optimization_level" not in _flags
+):
+    _flags = f"{_flags} --xla_backend_optimization_level=0"
+if "--xla_force_host_platform_device_count" not in _flags:
+    _flags = f"{_flags} --xla_force_host_platform_device_count=8"
+os.environ["XLA_FLAGS"] = _flags.strip()
 _RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"solo-{os.getpid()}"
 _XLA_CACHE = Path(tempfile.gettempdir()) / f"hlo-go-test-xla-cache-{_RUN}"
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(_XLA_CACHE))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.5")
 
-import jax  # noqa: E402
-
-jax.config.update("jax_num_cpu_devices", 8)
 
 # Lets test modules import the sample registry as ``import hlo_samples``.
 _TESTS_DIR = str(Path(__file__).resolve().parent)

@@ -126,7 +126,10 @@ def test_nan_weights_stop_training_with_a_named_error(graph, tmp_path: Path) -> 
 
 def test_cli_resume_on_another_cluster_exits_1(tmp_path: Path) -> None:
     out = tmp_path / "R"
-    base = [sys.executable, "-m", "hlo_go.cli", "train", "rnnlm_l2_scan", "--steps", "1"]
+    # The module's graph and config: the run's compiles come from the persistent cache
+    # the `run` fixture filled (tests/conftest.py shares it with child processes).
+    example = str(ROOT / "hlo_go" / "examples" / "cnn_train_step.hlo")
+    base = [sys.executable, "-m", "hlo_go.cli", "train", example, "--steps", "1"]
     first = subprocess.run(
         [*base, "--cluster", "v100x4", "--out", str(out), "--config", str(_config_file(tmp_path))],
         capture_output=True, text=True, cwd=ROOT, timeout=900, check=False,
