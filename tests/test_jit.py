@@ -172,15 +172,49 @@ def test_forced_lowering_failure_falls_back(tmp_path, monkeypatch):
     assert "forced failure for the test" in f.records[0].reason
 
 
+def _candidates_compute(monkeypatch, fn, *args) -> None:
+    """Every candidate the decorator lowers is ``jax.jit(fn)``'s executable at ``args``
+    (a real executable, of another program)."""
+    from hlo_go.xla import Program
+    from hlo_go.xla.lowering import Executable
+
+    compiled = jax.jit(fn).lower(*args).compile()
+    monkeypatch.setattr(
+        Program, "lower", lambda self, **kw: Executable(compiled, compiled, label="stand-in")
+    )
+
+
 def test_outputs_that_differ_are_never_returned(tmp_path, monkeypatch):
-    jit_module = sys.modules["hlo_go.api.jit"]  # hlo_go.api.jit is also the function's name
-    monkeypatch.setattr(jit_module, "outputs_match", lambda got, want: (False, "forced"))
-    f = hlo_go.jit(mlp_step, options=Options(cache_dir=tmp_path, **FAST))
-    params, batch = mlp_args()
-    assert_same(f(params, batch), jax.jit(mlp_step)(params, batch))
-    assert f.records[0].kept == JAX_JIT and "outputs differ" in f.records[0].reason
+    # Candidates that compute another program: outside the tolerance, and far from the
+    # float64 evaluation, so the arbiter rejects them too.
+    x = jnp.linspace(0.5, 1.5, 64)
+    _candidates_compute(monkeypatch, lambda x: x * 1.01, x)
+    f = hlo_go.jit(lambda x: x * 1.0, options=Options(cache_dir=tmp_path, **FAST))
+    np.testing.assert_array_equal(f(x), x)
+    record = f.records[0]
+    assert record.kept == JAX_JIT and "outputs differ" in record.reason
+    assert "exceeds 4x the float32 error" in record.reason  # the arbiter was asked
     # The loss is cached too: nothing is stored as ours.
     assert not list(tmp_path.glob("*.npz"))
+
+
+def test_outputs_as_accurate_as_jax_jit_against_float64_are_kept(tmp_path, monkeypatch):
+    """A cancelling sum: jax.jit's float32 result loses the small terms to rounding; a
+    candidate that computes it exactly differs from jax.jit beyond the elementwise
+    tolerance, yet is no less accurate against the float64 evaluation, and is kept."""
+
+    def cancelling(x):
+        return jnp.sum(x + 1e4) - x.size * 1e4
+
+    x = jnp.linspace(0.001, 0.01, 64)
+    _candidates_compute(monkeypatch, jnp.sum, x)
+    f = hlo_go.jit(cancelling, options=Options(cache_dir=tmp_path, **FAST))
+    want = jax.jit(cancelling)(x)
+    assert not outputs_match(jnp.sum(x), want)[0]  # the premise: outside the tolerance
+    np.testing.assert_allclose(f(x), jnp.sum(x), rtol=1e-6)  # the candidate's outputs
+    record = f.records[0]
+    assert record.kept == HLO_GO, record.reason
+    assert "as accurately as jax.jit's against float64" in record.candidates
 
 
 def test_errors_of_the_function_are_jax_jits_own(tmp_path):

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from hlo_go.xla._jaxlib import compile_hlo_text, run_executable
+from hlo_go.xla._jaxlib import compile_hlo_text, lowered_kept_arguments, run_executable
 
 # Relative and absolute tolerances by element type of an output: the normal test
 # (:func:`hlo_go.xla.outputs_match`) before the arbiter is asked.
@@ -89,6 +89,19 @@ def float64_outputs(text: str, args: Sequence[Any]) -> list[np.ndarray]:
     """
     executable = compile_hlo_text(widened(text))
     return [np.asarray(x) for x in run_executable(executable, widened_arguments(args), x64=True)]
+
+
+def lowered_source(lowered: Any, flat_args: Sequence[Any]) -> tuple[str, list[Any]]:
+    """A ``jax.stages.Lowered``'s HLO text and its entry parameters: the inputs of
+    :func:`float64_outputs` for a function ``jax.jit`` lowered.
+
+    Args:
+      lowered: ``jax.jit(f).lower(...)``.
+      flat_args: the call's dynamic arguments, flattened (``jax.tree.leaves``); those
+        ``jax.jit`` dropped as unused are left out.
+    """
+    kept = lowered_kept_arguments(lowered, len(flat_args))
+    return lowered.compiler_ir("hlo").as_hlo_text(), [flat_args[k] for k in kept]
 
 
 INPUT_ROUNDING_DRAWS = 4

@@ -56,9 +56,8 @@ from hlo_go.xla._jaxlib import (
     compile_hlo_text,
     compiled_temp_bytes,
     executable_hlo_text,
-    lowered_kept_arguments,
 )
-from hlo_go.xla.arbiter import float64_once
+from hlo_go.xla.arbiter import float64_once, lowered_source
 from hlo_go.xla.fusion import (
     FusionError,
     adopt_control_flow,
@@ -660,9 +659,7 @@ def program(
     extra = dict(compiler_options or {})
 
     def source_text() -> tuple[str, list[Any]]:  # the lowered module and its parameters
-        flat = jax.tree.leaves(placed)
-        kept = lowered_kept_arguments(lowered, len(flat))
-        return lowered.compiler_ir("hlo").as_hlo_text(), [flat[k] for k in kept]
+        return lowered_source(lowered, jax.tree.leaves(placed))
 
     return Program(
         name,
