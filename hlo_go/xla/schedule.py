@@ -188,6 +188,68 @@ def list_schedule(computation: HloComputation, priority: Mapping[str, float]) ->
     return order
 
 
+# Ops XLA inserts between the module it is given before scheduling and the one it
+# schedules that only copy or re-view a value: transparent when matching the two.
+_TRANSPARENT = frozenset({"copy", "bitcast"})
+
+
+def _structure(module: HloModule, name: str) -> tuple[str, tuple[str, ...], str | None]:
+    """``(opcode, dims and dtype, literal)`` of an entry instruction; a fusion of a
+    single op (XLA:CPU wraps each unfused op so on jaxlib >= 0.12) counts as that op."""
+    inst = module.entry.instruction(name)
+    opcode = inst.opcode
+    called = inst.called_computations if opcode == "fusion" else ()
+    if len(called) == 1 and called[0] in module.computations:
+        body = [i for i in module.computations[called[0]].instructions if i.opcode != "parameter"]
+        if len(body) == 1:
+            opcode = body[0].opcode
+    shape = inst.shape
+    return opcode, (shape.dtype, *map(str, shape.dims)), inst.literal
+
+
+def names_by_structure(scheduled: HloModule, reference: HloModule) -> dict[str, str]:
+    """Which instruction of ``reference``'s entry each of ``scheduled``'s entry computes.
+
+    XLA renames instructions between the module it is handed before scheduling and the
+    one it schedules (XLA:CPU on jaxlib >= 0.12 wraps each unfused op in a fusion named
+    ``wrapped_<op>``), so names do not carry over. Two instructions match when they
+    have the same opcode (a single-op fusion counts as its op), dtype, dimensions and
+    literal, and their operands match in order; parameters match by number; copies and
+    bitcasts XLA inserted are seen through. Instructions with no counterpart (XLA's
+    own additions) are left out.
+
+    Args:
+      scheduled: the module at XLA's post-scheduler hook.
+      reference: the module the names to translate to come from (the one swapped in
+        before scheduling, or XLA's at the pre-scheduler hook).
+
+    Returns:
+      ``scheduled`` name -> ``reference`` name.
+    """
+    candidates: dict[tuple[Any, ...], list[str]] = {}
+    for inst in reference.entry.instructions:
+        key: tuple[Any, ...]
+        if inst.opcode == "parameter":
+            key = ("parameter", inst.parameter_number)
+        else:
+            key = (*_structure(reference, inst.name), inst.operands)
+        candidates.setdefault(key, []).append(inst.name)
+    matched: dict[str, str] = {}
+    seen_as: dict[str, str] = {}  # scheduled name -> the reference name it carries
+    for inst in scheduled.entry.instructions:
+        operands = tuple(seen_as.get(o, "") for o in inst.operands)
+        if inst.opcode == "parameter":
+            key = ("parameter", inst.parameter_number)
+        else:
+            key = (*_structure(scheduled, inst.name), operands)
+        names = candidates.get(key)
+        if names:
+            matched[inst.name] = seen_as[inst.name] = names.pop(0)
+        elif inst.opcode in _TRANSPARENT and len(operands) == 1 and operands[0]:
+            seen_as[inst.name] = operands[0]
+    return matched
+
+
 def apply_schedule(module: HloModule, order: Sequence[str]) -> HloModule:
     """The module with its entry computation in ``order`` and marked ``is_scheduled``.
 
@@ -278,7 +340,10 @@ def compile_hooked(
       module_name: the HLO module's name (the hooks ignore every other module).
       module: swapped in before scheduling; None keeps XLA's (unfused) module.
       priority: list-schedule the entry by these priorities after XLA's scheduler (per
-        instruction name; missing names run as soon as ready); None keeps XLA's order.
+        instruction name of ``module``, or of XLA's module before scheduling when
+        ``module`` is None, carried over to the scheduled module's renamed instructions
+        by :func:`names_by_structure`; instructions with none run as soon as ready);
+        None keeps XLA's order.
       reorder: with no ``priority``, the entry's order after XLA's scheduler from the
         entry and XLA's order (e.g. :func:`memory_schedule`); None keeps XLA's.
       platform: XLA platform.
@@ -294,13 +359,16 @@ def compile_hooked(
     from hlo_go.xla._jaxlib import xla_module_to_text, xla_parse
     from hlo_go.xla.hooks import PREFUSION_COMPILER_OPTIONS, hlo_hook, uncached_options
 
-    fired = {"pre": module is None, "post": priority is None and reorder is None}
+    fired = {"pre": False, "post": priority is None and reorder is None}
     imposed: list[str] = []
     errors: list[Exception] = []
+    handed: list[HloModule] = [module] if module is not None else []
 
-    def swap(_: Any) -> bytes:
+    def swap(before: Any) -> bytes | None:
         fired["pre"] = True
-        assert module is not None
+        if module is None:  # XLA's own module: the names priorities refer to
+            handed.append(parse_hlo(xla_module_to_text(before)))
+            return None
         return xla_parse(module.to_text()).as_serialized_hlo_module_proto()
 
     def order(scheduled: Any) -> bytes | None:
@@ -308,7 +376,7 @@ def compile_hooked(
         current = parse_hlo(xla_module_to_text(scheduled))
         try:
             if priority is not None:
-                imposed[:] = list_schedule(current.entry, priority)
+                imposed[:] = list_schedule(current.entry, _translated(priority, current))
             else:
                 assert reorder is not None
                 imposed[:] = reorder(current.entry, [i.name for i in current.entry.instructions])
@@ -318,10 +386,19 @@ def compile_hooked(
             raise
         return xla_parse(reordered.to_text()).as_serialized_hlo_module_proto()
 
+    def _translated(by_name: Mapping[str, float], current: HloModule) -> dict[str, float]:
+        # Priorities by the handed module's names, for the scheduled module's instructions.
+        names = names_by_structure(current, handed[0]) if handed else {}
+        out = {n: by_name[r] for n, r in names.items() if r in by_name}
+        return out | {i.name: by_name[i.name] for i in current.entry.instructions
+                      if i.name in by_name}  # fmt: skip
+
     options = uncached_options(PREFUSION_COMPILER_OPTIONS)  # a real compile: the hooks fire
     with contextlib.ExitStack() as stack:
-        if module is not None:
+        if module is not None or priority is not None:
             stack.enter_context(hlo_hook(swap, module_name=module_name, platform=platform))
+        else:
+            fired["pre"] = True
         if priority is not None or reorder is not None:
             stack.enter_context(
                 hlo_hook(order, module_name=module_name, stage="post_scheduler", platform=platform)
