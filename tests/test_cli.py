@@ -59,7 +59,7 @@ def test_every_subcommand_shares_cluster_positional_help_and_logging():
         for action in parser._actions:
             if action.option_strings or isinstance(action, argparse._SubParsersAction):
                 continue
-            if name in ("corpus build", "corpus show") or action.dest == "checkpoint":
+            if name in ("corpus build", "corpus show", "calibrate") or action.dest == "checkpoint":
                 continue
             assert (action.dest, action.metavar) == ("inputs", "HLO"), (name, action.dest)
     assert DEFAULT_CLUSTER == "host-cpu-1"

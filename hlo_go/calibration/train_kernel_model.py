@@ -46,6 +46,7 @@ from hlo_go.calibration.kernel_dataset import (
 )
 from hlo_go.calibration.validation import rank_correlation
 from hlo_go.decisions import Decisions
+from hlo_go.errors import HloGoError
 from hlo_go.graph import OpGraph
 from hlo_go.graph.batching import Bucket
 from hlo_go.sim import simulate
@@ -533,46 +534,73 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Trains on the training families, reports the held-out ones, writes the model."""
-    import json
+class FitError(ValueError, HloGoError):
+    """A kernel dataset with no graph of the training families."""
 
+
+def fit(
+    data: Path,
+    heldout: Sequence[str] = HELDOUT_FAMILIES,
+    *,
+    steps: int = 3000,
+    batch_size: int = 128,
+    learning_rate: float = 2e-3,
+    hidden: int = 64,
+    layers: int = 3,
+    seed: int = 0,
+    variant_weight: float = 1.0,
+    raw: bool = False,
+) -> KernelModel:
+    """Trains a model on a kernel dataset's training families and reports on the others.
+
+    Args:
+      data: the dataset root (:mod:`hlo_go.calibration.kernel_dataset`).
+      heldout: families left out of training and reported on (none: in-sample only).
+      steps, batch_size, learning_rate, seed, variant_weight: of :func:`train`.
+      hidden, layers: the network's :class:`~hlo_go.sim.learned.ModelConfig`.
+      raw: no contention correction of the measured times.
+
+    Returns:
+      The model; its ``meta`` holds the data, the settings, the losses, and the
+      in-sample and held-out reports (:func:`evaluate`: ``"learned"`` and ``"analytic"``).
+
+    Raises:
+      FitError: no graph of the training families in ``data``.
+    """
     import jax
 
-    args = _parser().parse_args(argv)
     start = time.perf_counter()
-    loaded = load_examples(args.data, correct_contention=not args.raw)
-    train_set, heldout = split(loaded, args.heldout)
+    loaded = load_examples(data, correct_contention=not raw)
+    train_set, held = split(loaded, heldout)
     if not train_set:
-        logger.error("no training graphs in %s (held out: %s)", args.data, args.heldout)
-        return 1
-    config = ModelConfig(hidden=args.hidden, layers=args.layers)
+        raise FitError(f"no training graphs in {data} (held out: {', '.join(heldout) or 'none'})")
+    config = ModelConfig(hidden=hidden, layers=layers)
     result = train(
         train_set,
         config=config,
-        steps=args.steps,
-        batch_size=args.batch_size,
-        learning_rate=args.learning_rate,
-        seed=args.seed,
-        variant_weight=args.variant_weight,
+        steps=steps,
+        batch_size=batch_size,
+        learning_rate=learning_rate,
+        seed=seed,
+        variant_weight=variant_weight,
     )
     in_sample = evaluate(train_set, result.model, min_variants=2)
-    report = evaluate(heldout, result.model) if heldout else {}
+    report = evaluate(held, result.model) if held else {}
     model = result.model
     model.meta = {
-        "dataset": str(args.data),
+        "dataset": str(data),
         "train_graphs": {ex.graph_name: len(ex.samples) for ex in train_set},
-        "heldout_graphs": {ex.graph_name: len(ex.samples) for ex in heldout},
-        "heldout_families": sorted(args.heldout),
+        "heldout_graphs": {ex.graph_name: len(ex.samples) for ex in held},
+        "heldout_families": sorted(heldout),
         "train_kernels": result.kernels,
-        "contention_corrected": not args.raw,
+        "contention_corrected": not raw,
         "roofline_device": HOST_CORE_CALIBRATED.name,
         "config": config.as_dict(),
-        "steps": args.steps,
-        "batch_size": args.batch_size,
-        "learning_rate": args.learning_rate,
-        "seed": args.seed,
-        "variant_weight": args.variant_weight,
+        "steps": steps,
+        "batch_size": batch_size,
+        "learning_rate": learning_rate,
+        "seed": seed,
+        "variant_weight": variant_weight,
         "losses": [round(x, 5) for x in result.losses],
         "train_s": round(result.seconds, 1),
         "total_s": round(time.perf_counter() - start, 1),
@@ -580,10 +608,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         "in_sample": {k: in_sample[k] for k in ("learned", "analytic")},
         "heldout": {k: report[k] for k in ("learned", "analytic")} if report else None,
     }
+    return model
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Trains on the training families, reports the held-out ones, writes the model."""
+    import json
+
+    args = _parser().parse_args(argv)
+    try:
+        model = fit(
+            args.data,
+            args.heldout,
+            steps=args.steps,
+            batch_size=args.batch_size,
+            learning_rate=args.learning_rate,
+            hidden=args.hidden,
+            layers=args.layers,
+            seed=args.seed,
+            variant_weight=args.variant_weight,
+            raw=args.raw,
+        )
+    except FitError as error:
+        logger.error("%s", error)
+        return 1
     save_kernel_model(args.out, model)
     logger.info("gap %.3g s per launch; wrote %s", model.gap_s, args.out)
     logger.info("in sample: %s", json.dumps(model.meta["in_sample"]))
-    if report:
+    if model.meta["heldout"]:
         logger.info("held out: %s", json.dumps(model.meta["heldout"]))
     return 0
 

@@ -12,6 +12,7 @@
     hlo-go measure HLO ...              lower fusion / schedule decisions into XLA; time vs XLA
     hlo-go eval HLO ...                 baselines and the GO policy per input; table, files
     hlo-go shard HLO ... --mesh 2x4     SPMD shardings: simulate and measure
+    hlo-go calibrate [NAME ...]         measure this host's kernels, train a cost model on them
 
 Every subcommand takes its inputs as the positional ``HLO`` (HLO text files or corpus
 graph names), ``--cluster`` defaulting to ``host-cpu-1`` (this host, where measurements
@@ -31,6 +32,7 @@ from rich.console import Console
 
 from hlo_go.cli import (
     baseline,
+    calibrate,
     corpus,
     evaluate,
     measure,
@@ -78,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     measure.add_command(sub, parents)
     evaluate.add_command(sub, parents)
     corpus.add_commands(sub, parents)
+    calibrate.add_command(sub, parents)
     return parser
 
 
