@@ -791,6 +791,14 @@ def generate(
         return list(pool.map(logged, range(len(names)), names))
 
 
+def default_counts(variants: int, *, heldout_variants: int) -> dict[str, int]:
+    """Graph -> variants to measure by default: :data:`TRAIN_GRAPHS` and
+    :data:`HELDOUT_GRAPHS`, alternating, so that a cut run leaves some of both."""
+    counts = {n: variants for n in TRAIN_GRAPHS} | dict.fromkeys(HELDOUT_GRAPHS, heldout_variants)
+    names = [n for pair in zip(HELDOUT_GRAPHS, TRAIN_GRAPHS, strict=False) for n in pair]
+    return {n: counts[n] for n in names} | counts
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m hlo_go.calibration.kernel_dataset",
@@ -824,10 +832,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 _parser().error(f"{item!r}: the count after ':' must be a number")
             counts[name] = int(count) if count else args.variants
     else:
-        counts = {n: args.variants for n in TRAIN_GRAPHS} | dict.fromkeys(HELDOUT_GRAPHS, 10)
-        # training and held-out graphs alternate, so a cut run leaves some of both
-        names = [n for pair in zip(HELDOUT_GRAPHS, TRAIN_GRAPHS, strict=False) for n in pair]
-        counts = {n: counts[n] for n in names} | counts
+        counts = default_counts(args.variants, heldout_variants=10)
     results = generate(
         list(counts),
         args.out,

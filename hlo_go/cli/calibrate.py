@@ -42,12 +42,10 @@ def _counts(items: list[str], variants: int) -> dict[str, int]:
     """Graph name -> variants, from ``NAME`` or ``NAME:VARIANTS`` (default graphs: the
     kernel dataset's training and held-out graphs, alternating)."""
     from hlo_go import corpus
-    from hlo_go.calibration.kernel_dataset import HELDOUT_GRAPHS, TRAIN_GRAPHS
+    from hlo_go.calibration.kernel_dataset import default_counts
 
     if not items:
-        pairs = zip(HELDOUT_GRAPHS, TRAIN_GRAPHS, strict=False)
-        names = [n for pair in pairs for n in pair]
-        return {n: variants for n in [*names, *TRAIN_GRAPHS, *HELDOUT_GRAPHS]}
+        return default_counts(variants, heldout_variants=variants)
     known = set(corpus.names())
     counts: dict[str, int] = {}
     for item in items:
