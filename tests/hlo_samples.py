@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -554,6 +555,16 @@ SAMPLES: dict[str, Callable[[], Sample]] = {
 MULTI_DEVICE: frozenset[str] = frozenset({"collectives"})
 
 
+# ``tests/conftest.py`` may turn XLA:CPU's fusion emitters off to compile faster; that also
+# changes XLA's own pipeline (scatters become while loops, lone ops stay unwrapped), so the
+# "optimized" stage is compiled with XLA's default emitters, as users' modules are.
+XLA_DEFAULT_EMITTERS: dict[str, Any] = (
+    {"xla_cpu_use_fusion_emitters": True}
+    if "--xla_cpu_use_fusion_emitters=false" in os.environ.get("XLA_FLAGS", "")
+    else {}
+)
+
+
 @functools.cache
 def _lowered(name: str) -> Any:
     fn, args = SAMPLES[name]()
@@ -581,5 +592,5 @@ def hlo_text(name: str, stage: str) -> str:
     if stage == "unoptimized":
         return _lowered(name).as_text(dialect="hlo")
     if stage == "optimized":
-        return _lowered(name).compile().as_text()
+        return _lowered(name).compile(compiler_options=XLA_DEFAULT_EMITTERS).as_text()
     raise ValueError(f"stage must be one of {STAGES}, got {stage!r}")
