@@ -18,6 +18,7 @@ from hlo_go.passes import (
     UnknownPassError,
     action_names,
     beam_search,
+    catalog_names,
     check_outputs,
     default_order,
     default_sequence,
@@ -31,6 +32,7 @@ from hlo_go.passes import (
     reset,
     run_actions,
     step,
+    unavailable_actions,
 )
 from hlo_go.passes.ppo import PassPPOConfig
 from hlo_go.xla.passes import (
@@ -103,6 +105,33 @@ def test_exactly_the_chosen_passes_run(start) -> None:
     assert [p.name for p in ran][:2] == ["simplification", "algsimp"]
     assert ran[2:] and all(is_hook_pass(p.name) for p in ran[2:])
     assert ran[1].pipelines[-1] == "simplification"
+
+
+def test_actions_follow_the_pipeline_this_process_runs() -> None:
+    """An action none of whose passes the pipeline has is left out with its reason; a
+    whole-pipeline action keeps the members the pipeline has."""
+    from hlo_go.passes.catalog import PassSpec, _resolve
+    from hlo_go.xla.passes import PipelinePass
+
+    pipeline = (
+        PipelinePass("cse", ("cse-pipeline",), 0),
+        PipelinePass("algsimp", ("optimization", "simplification"), 1),
+    )
+    single = _resolve(PassSpec("gs", ("gather_simplifier",), "simplification", ""), pipeline)
+    assert isinstance(single, str) and "'gather_simplifier'" in single
+    whole = _resolve(
+        PassSpec("simp", ("algsimp", "gather_simplifier"), "simplification", ""), pipeline
+    )
+    assert not isinstance(whole, str)
+    assert [e.name for e in whole.entries] == ["algsimp"]
+    assert whole.enabled == ("simplification", "algsimp")
+    offered = set(action_names())
+    assert offered | set(unavailable_actions()) == set(catalog_names())
+    assert not offered & set(unavailable_actions())
+    for name, reason in unavailable_actions().items():
+        with pytest.raises(UnknownPassError, match="XLA's CPU pipeline in this process"):
+            get_action(name)
+        assert name in reason
 
 
 def test_unknown_pass_names_are_rejected(start) -> None:

@@ -42,7 +42,7 @@ def _load_text(source: str) -> tuple[str, str]:
 def cmd_passes(args: argparse.Namespace, console: Console) -> int:
     """Runs the ``passes`` command; 0, or 1 when an input failed (unreadable, or outputs
     that differ from the original module's)."""
-    from hlo_go.passes import PassEnvConfig, UnknownPassError, actions
+    from hlo_go.passes import PassEnvConfig, UnknownPassError, actions, unavailable_actions
 
     if args.pipeline:
         from hlo_go.xla.passes import discover_pipeline
@@ -64,6 +64,8 @@ def cmd_passes(args: argparse.Namespace, console: Console) -> int:
                 action.name, ",".join(action.enabled), "; ".join(where), action.description
             )
         console.print(table)
+        for name, reason in unavailable_actions().items():
+            console.print(f"not offered: {name}: {reason}")
         return 0
     if not args.inputs:
         raise UsageError("give HLO inputs (files or corpus graph names), --list or --pipeline")

@@ -5,6 +5,7 @@ Public names::
     reset(module) -> PassState               step(state, action, config) -> (state, reward, done, info)
     PassEnvConfig, PassState                 PassOrderingEnv (Gym-style wrapper)
     actions(), action_names()                PassAction, UnknownPassError
+    unavailable_actions()                    catalog actions this process's XLA cannot run
     default_sequence(), default_order        XLA's default order (the baseline)
     random_search, greedy_search, beam_search, ppo_search     SearchResult
     Episode, record, run_actions, replay     ReplayError
@@ -31,8 +32,10 @@ from hlo_go.passes.catalog import (
     action_names,
     actions,
     default_sequence,
+    unavailable_actions,
 )
 from hlo_go.passes.catalog import PassSpec as PassSpec
+from hlo_go.passes.catalog import catalog_names as catalog_names
 from hlo_go.passes.catalog import default_order_enabled as default_order_enabled
 from hlo_go.passes.catalog import get_action as get_action
 from hlo_go.passes.catalog import placements as placements
@@ -85,4 +88,5 @@ __all__ = [
     "reset",
     "run_actions",
     "step",
+    "unavailable_actions",
 ]

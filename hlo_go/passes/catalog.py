@@ -24,17 +24,24 @@ assignment it yields modules XLA then rejects ("layout minor_to_major field
 contains 4 elements, but shape has 3 dimensions"), found by the output check.
 
 Where each pass sits is read from XLA itself (:func:`hlo_go.xla.passes.discover_pipeline`),
-not written down here, so an action whose pass is missing from this jaxlib's
-pipeline is reported, never silently ignored.
+not written down here. The pipeline depends on the jaxlib and on XLA's flags (XLA:CPU runs
+``gather_simplifier`` only with its fusion emitters on, for one), so the actions offered
+are those this process's pipeline runs: :func:`action_names` lists them,
+:func:`unavailable_actions` says which catalog actions are left out and why, and asking for
+one of those raises :class:`UnknownPassError` with that reason. A whole-pipeline action
+runs the members its pipeline has (and is left out only when it has none).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 
 from hlo_go.errors import HloGoError
 from hlo_go.xla.passes import PipelinePass, discover_pipeline
+
+logger = logging.getLogger(__name__)
 
 
 class UnknownPassError(ValueError, HloGoError):
@@ -146,52 +153,82 @@ class PassAction:
     description: str
 
 
-def _resolve(spec: PassSpec, pipeline: tuple[PipelinePass, ...]) -> PassAction:
+def _entries_of(spec: PassSpec, pass_name: str, pipeline: tuple[PipelinePass, ...]):
+    return [
+        p
+        for p in pipeline
+        if p.name == pass_name
+        and ((len(p.pipelines) == 1) if not spec.pipeline else p.pipelines[-1] == spec.pipeline)
+    ]
+
+
+def _resolve(spec: PassSpec, pipeline: tuple[PipelinePass, ...]) -> PassAction | str:
+    """The action, or why this pipeline cannot run it (none of its passes are there)."""
     entries: list[PipelinePass] = []
     enabled: list[str] = []
+    missing: list[str] = []
     for pass_name in spec.passes:
-        matches = [
-            p
-            for p in pipeline
-            if p.name == pass_name
-            and ((len(p.pipelines) == 1) if not spec.pipeline else p.pipelines[-1] == spec.pipeline)
-        ]
+        matches = _entries_of(spec, pass_name, pipeline)
         if not matches:
-            where = f"pipeline {spec.pipeline!r}" if spec.pipeline else "a top-level pipeline"
-            raise UnknownPassError(
-                f"action {spec.name!r}: XLA's CPU pipeline in this jaxlib has no pass "
-                f"{pass_name!r} in {where}"
-            )
+            missing.append(pass_name)
+            continue
         entry = matches[0]
         entries.append(entry)
         for name in (*entry.nested_in, entry.name):
             if name not in enabled:
                 enabled.append(name)
+    where = f"pipeline {spec.pipeline!r}" if spec.pipeline else "a top-level pipeline"
+    if not entries:
+        return (
+            f"action {spec.name!r}: XLA's CPU pipeline in this process (this jaxlib and its "
+            f"XLA flags) has no pass {', '.join(map(repr, missing))} in {where}"
+        )
+    if missing:
+        logger.info("action %r runs without %s: not in %s here", spec.name, missing, where)
     return PassAction(spec.name, tuple(enabled), tuple(entries), spec.description)
 
 
 @functools.lru_cache(maxsize=1)
-def _catalog() -> dict[str, PassAction]:
+def _resolved() -> dict[str, PassAction | str]:
     pipeline = discover_pipeline()
-    return {spec.name: _resolve(spec, pipeline) for spec in SPECS}
+    resolved = {spec.name: _resolve(spec, pipeline) for spec in SPECS}
+    for reason in resolved.values():
+        if isinstance(reason, str):
+            logger.info("%s; the action is not offered", reason)
+    return resolved
+
+
+def catalog_names() -> tuple[str, ...]:
+    """Names of every action of the catalog, in catalog order, whether or not this
+    process's XLA pipeline can run it (no XLA call)."""
+    return tuple(spec.name for spec in SPECS)
 
 
 def action_names() -> tuple[str, ...]:
-    """Names of every action, in catalog order."""
-    return tuple(spec.name for spec in SPECS)
+    """Names of the actions this process's XLA pipeline runs, in catalog order."""
+    return tuple(n for n, a in _resolved().items() if isinstance(a, PassAction))
+
+
+def unavailable_actions() -> dict[str, str]:
+    """Catalog actions this process's XLA pipeline cannot run: name -> why."""
+    return {n: a for n, a in _resolved().items() if isinstance(a, str)}
 
 
 def get_action(name: str) -> PassAction:
     """The action called ``name``, resolved against XLA's pipeline.
 
     Raises:
-      UnknownPassError: ``name`` is not an action.
+      UnknownPassError: ``name`` is not an action, or this process's pipeline lacks its
+        passes (the message says which).
     """
-    if name not in action_names():
+    if name not in catalog_names():
         raise UnknownPassError(
-            f"unknown pass action {name!r}; known actions: {', '.join(action_names())}"
+            f"unknown pass action {name!r}; known actions: {', '.join(catalog_names())}"
         )
-    return _catalog()[name]
+    action = _resolved()[name]
+    if isinstance(action, str):
+        raise UnknownPassError(action)
+    return action
 
 
 def actions(names: tuple[str, ...] | None = None) -> tuple[PassAction, ...]:
