@@ -16,7 +16,7 @@ Public names::
     save_teacher, load_teacher, TeacherStoreError, TeacherJobError, STORE_VERSION
     train_imitation(teachers, config, *, steps) -> ImitationResult
                                                             imitation pre-training on teachers
-    teacher_actions, imitation_loss, Imitator, make_examples
+    teacher_actions, teacher_agreement, imitation_loss, Imitator, make_examples
     TrainConfig, TrainResult, GraphResult, METRIC_COLUMNS, MAX_FINETUNE_STEPS
     GraphEnv, Scores, GOAgent, agent_for                    one graph on a cluster; the policy wired to PPO
     RewardConfig, reward, rewards, memory_ratio             -log(t / t_ref) with an OOM penalty
@@ -46,6 +46,7 @@ from hlo_go.rl.imitation import (
     imitation_loss,
     make_examples,
     teacher_actions,
+    teacher_agreement,
     train_imitation,
 )
 from hlo_go.rl.metrics import EventFileWriter, MetricsLogger, read_events, read_metrics
@@ -150,6 +151,7 @@ __all__ = [
     "save_checkpoint",
     "save_teacher",
     "teacher_actions",
+    "teacher_agreement",
     "train_imitation",
     "train_one",
     "value_loss",

@@ -26,6 +26,7 @@ The result is a checkpoint (:mod:`hlo_go.rl.checkpoint`, kind ``"imitation"``) t
 from __future__ import annotations
 
 import collections
+import functools
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -39,10 +40,10 @@ import optax
 from tqdm.auto import tqdm
 
 from hlo_go.decisions import Decisions
-from hlo_go.gonet import TASKS, GONetwork, GOPolicy
+from hlo_go.gonet import TASKS, GONetwork, GOPolicy, PolicyConfig
 from hlo_go.gonet.actions import priorities_to_bins
 from hlo_go.graph import OpGraph
-from hlo_go.rl.agent import decision_weights
+from hlo_go.rl.agent import GOAgent, decision_weights
 from hlo_go.rl.checkpoint import (
     RESUMABLE_CHANGES,
     ResumeMismatchError,
@@ -57,7 +58,7 @@ from hlo_go.rl.config import TrainConfig
 from hlo_go.rl.env import GraphEnv
 from hlo_go.rl.metrics import MetricsLogger
 from hlo_go.rl.teachers import Teacher, check_teacher_graph, job_graph
-from hlo_go.rl.trainer import NonFiniteTrainingError
+from hlo_go.rl.trainer import NonFiniteTrainingError, agent_for
 from hlo_go.sim import get_cluster
 
 logger = logging.getLogger(__name__)
@@ -154,7 +155,7 @@ class Example(NamedTuple):
 
 
 class Imitator:
-    """The jitted loss, Adam step and greedy decode of one configuration (one compile
+    """The jitted loss and Adam step of one configuration (one compile
     per padding bucket each; :attr:`trace_counts` counts them).
 
     Args:
@@ -171,7 +172,6 @@ class Imitator:
         self._traces: collections.Counter[str] = collections.Counter()
         self._loss_jit = jax.jit(self._loss_fn)
         self._step_jit = jax.jit(self._step_fn)
-        self._greedy_jit = jax.jit(self._greedy_fn)
 
     @property
     def trace_counts(self) -> dict[str, int]:
@@ -191,10 +191,6 @@ class Imitator:
         value, grads = jax.value_and_grad(loss)(params)
         updates, opt_state = self.optimizer.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, value
-
-    def _greedy_fn(self, params, graphs, devices):
-        self._traces["greedy"] += 1
-        return self.network.apply(params, graphs, devices).actions
 
     def devices(self, env: GraphEnv) -> jax.Array:
         """``D`` of ``env``'s cluster as the network's input."""
@@ -228,32 +224,54 @@ class Imitator:
             example.weights,
         )  # fmt: skip
 
-    def greedy(self, params: Params, env: GraphEnv) -> dict[str, np.ndarray]:
-        """The network's most likely actions (task -> ``int32[P]``, fixed tasks replaced)."""
-        actions = jax.device_get(self._greedy_jit(params, env.inputs.graphs, self.devices(env)))
-        return {
-            t: np.asarray(a if t in env.tasks else env.fixed_actions[t]) for t, a in actions.items()
-        }
 
-    def agreement(self, params: Params, example: Example) -> dict[str, float]:
-        """Shares of the teacher's decisions the greedy decode takes, by learned task and
-        over all (``"all"``), each weighted as the loss is."""
-        greedy = self.greedy(params, example.env)
-        size = example.env.inputs.bucket[0]
-        out: dict[str, float] = {}
-        hits = total = 0.0
-        for i, task in enumerate(self.tasks):
-            w = example.weights[i * size : (i + 1) * size]
-            same = (greedy[task] == example.actions[task]).astype(np.float32)
-            out[task] = float((same * w).sum() / max(w.sum(), 1.0))
-            hits += float((same * w).sum())
-            total += float(w.sum())
-        out["all"] = hits / max(total, 1.0)
-        return out
+def teacher_agreement(agent: GOAgent, params: Params, example: Example) -> dict[str, float]:
+    """Shares of the teacher's decisions the policy's greedy decode takes, by learned task
+    and over all (``"all"``), each weighted as the loss is.
 
-    def decisions(self, params: Params, env: GraphEnv) -> Decisions:
-        """The network's greedy decisions for ``env``."""
-        return env.decisions({t: a[None] for t, a in self.greedy(params, env).items()})[0]
+    Args:
+      agent: the policy's agent (:func:`hlo_go.rl.agent_for`): its greedy decode is the
+        one PPO, :func:`~hlo_go.rl.infer` and fine-tuning use.
+      params: the parameters.
+      example: the (graph, cluster) and its teacher's actions.
+    """
+    greedy = {t: a[0] for t, a in agent.greedy(params, example.env).items()}
+    size = example.env.inputs.bucket[0]
+    out: dict[str, float] = {}
+    hits = total = 0.0
+    for i, task in enumerate(agent.tasks):
+        w = example.weights[i * size : (i + 1) * size]
+        same = (greedy[task] == example.actions[task]).astype(np.float32)
+        out[task] = float((same * w).sum() / max(w.sum(), 1.0))
+        hits += float((same * w).sum())
+        total += float(w.sum())
+    out["all"] = hits / max(total, 1.0)
+    return out
+
+
+@functools.lru_cache(maxsize=8)
+def _imitator(
+    policy: PolicyConfig,
+    max_devices: int,
+    tasks: tuple[str, ...],
+    learning_rate: float,
+    max_grad_norm: float,
+) -> Imitator:
+    clip = [optax.clip_by_global_norm(max_grad_norm)] if max_grad_norm > 0 else []
+    optimizer = optax.chain(*clip, optax.adam(learning_rate))
+    config = TrainConfig(policy=policy, max_devices=max_devices, tasks=tasks)
+    return Imitator(config, optimizer)
+
+
+def imitator_for(
+    config: TrainConfig, learning_rate: float = 1e-3, max_grad_norm: float = 1.0
+) -> Imitator:
+    """The :class:`Imitator` of a configuration and Adam settings, shared by every run with
+    the same policy, device count, tasks and optimizer (so it compiles once per bucket per
+    process)."""
+    return _imitator(
+        config.policy, config.max_devices, config.tasks, float(learning_rate), float(max_grad_norm)
+    )
 
 
 class ImitationResult(NamedTuple):
@@ -265,7 +283,7 @@ class ImitationResult(NamedTuple):
       step: steps done in total (including those before a resume).
       history: this call's rows: ``step``, ``graph``, ``loss``, ``wall_s``.
       agreement_before: label -> share of the teacher's learned decisions the greedy
-        decode of the starting parameters takes (``"all"`` of :meth:`Imitator.agreement`).
+        decode of the starting parameters takes (``"all"`` of :func:`teacher_agreement`).
       agreement: label -> the same after training.
       agreement_by_task: label -> task -> the same after training, by task.
       step_times: label -> simulated step time of the final greedy decisions.
@@ -424,9 +442,8 @@ def train_imitation(
         raise ValueError(f"steps must be >= 1, got {steps}")
     _check_config(config)
     examples = make_examples(teachers, config, graphs=graphs)
-    clip = [optax.clip_by_global_norm(max_grad_norm)] if max_grad_norm > 0 else []
-    optimizer = optax.chain(*clip, optax.adam(learning_rate))
-    imitator = Imitator(config, optimizer)
+    imitator = imitator_for(config, learning_rate, max_grad_norm)
+    optimizer = imitator.optimizer
     params = imitator.init(seed, examples[0].env)
     opt_state = optimizer.init(params)
     meta = _meta(examples, seed=seed, learning_rate=learning_rate)
@@ -440,7 +457,8 @@ def train_imitation(
         start, elapsed = ckpt.step, ckpt.elapsed
     if steps < start:
         raise ValueError(f"steps={steps} but the checkpoint has already done {start} steps")
-    before = {e.label: imitator.agreement(params, e)["all"] for e in examples}
+    agent = agent_for(config)
+    before = {e.label: teacher_agreement(agent, params, e)["all"] for e in examples}
     order = np.random.default_rng(seed).permutation(len(examples))
     log = MetricsLogger(out, IMITATION_COLUMNS, resume_step=start) if out is not None else None
     history: list[dict[str, Any]] = []
@@ -480,9 +498,9 @@ def train_imitation(
         bar.close()
         if log is not None:
             log.close()
-    by_task = {e.label: imitator.agreement(params, e) for e in examples}
+    by_task = {e.label: teacher_agreement(agent, params, e) for e in examples}
     step_times = {
-        e.label: float(e.env.score([imitator.decisions(params, e.env)]).step_times[0])
+        e.label: float(e.env.score(e.env.decisions(agent.greedy(params, e.env))).step_times[0])
         for e in examples
     }
     for e in examples:
