@@ -21,6 +21,7 @@ from hlo_go.rl import (
     TeacherJob,
     TeacherStoreError,
     TrainConfig,
+    agent_for,
     finetune,
     imitation_loss,
     load_checkpoint,
@@ -193,7 +194,7 @@ def test_loss_jit_equals_eager_and_compiles_once_per_bucket(teachers, graphs):
 
     examples = make_examples(teachers, CONFIG, graphs=graphs)
     imitator = Imitator(CONFIG, optax.adam(1e-3))
-    params = imitator.init(0, examples[0].env)
+    params = agent_for(CONFIG).policy.init(jax.random.key(0), examples[0].env.inputs, 8)
     example = examples[0]
     env = example.env
     args = (params, env.inputs.graphs, imitator.devices(env), example.actions, example.weights)

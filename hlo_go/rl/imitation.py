@@ -40,7 +40,7 @@ import optax
 from tqdm.auto import tqdm
 
 from hlo_go.decisions import Decisions
-from hlo_go.gonet import TASKS, GONetwork, GOPolicy, PolicyConfig
+from hlo_go.gonet import TASKS, GONetwork, PolicyConfig
 from hlo_go.gonet.actions import priorities_to_bins
 from hlo_go.graph import OpGraph
 from hlo_go.rl.agent import GOAgent, decision_weights
@@ -167,8 +167,7 @@ class Imitator:
         self.config = config
         self.tasks = config.tasks
         self.optimizer = optimizer
-        self.policy = GOPolicy(config.policy)
-        self.network = self.policy.network(config.max_devices)
+        self.network = GONetwork(config.policy, config.max_devices)
         self._traces: collections.Counter[str] = collections.Counter()
         self._loss_jit = jax.jit(self._loss_fn)
         self._step_jit = jax.jit(self._step_fn)
@@ -200,10 +199,6 @@ class Imitator:
                 f"is built for at most {self.config.max_devices} (config.max_devices)"
             )
         return jnp.asarray(env.num_devices, jnp.int32)
-
-    def init(self, seed: int, env: GraphEnv) -> Params:
-        """Fresh parameters for clusters of up to ``config.max_devices`` devices."""
-        return self.policy.init(jax.random.key(seed), env.inputs, self.config.max_devices)
 
     def loss(self, params: Params, example: Example) -> float:
         """The example's loss under ``params`` (jitted)."""
@@ -444,7 +439,8 @@ def train_imitation(
     examples = make_examples(teachers, config, graphs=graphs)
     imitator = imitator_for(config, learning_rate, max_grad_norm)
     optimizer = imitator.optimizer
-    params = imitator.init(seed, examples[0].env)
+    agent = agent_for(config)  # its greedy decode and init are PPO's (compiled once)
+    params = agent.policy.init(jax.random.key(seed), examples[0].env.inputs, config.max_devices)
     opt_state = optimizer.init(params)
     meta = _meta(examples, seed=seed, learning_rate=learning_rate)
     out = Path(out_dir) if out_dir is not None else None
@@ -457,7 +453,6 @@ def train_imitation(
         start, elapsed = ckpt.step, ckpt.elapsed
     if steps < start:
         raise ValueError(f"steps={steps} but the checkpoint has already done {start} steps")
-    agent = agent_for(config)
     before = {e.label: teacher_agreement(agent, params, e)["all"] for e in examples}
     order = np.random.default_rng(seed).permutation(len(examples))
     log = MetricsLogger(out, IMITATION_COLUMNS, resume_step=start) if out is not None else None
