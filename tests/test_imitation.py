@@ -35,6 +35,7 @@ from hlo_go.rl import (
 )
 from hlo_go.rl import teachers as teachers_module
 from hlo_go.rl.agent import decision_weights
+from hlo_go.rl.checkpoint import ResumeMismatchError
 from hlo_go.rl.compare import best, run_baselines
 from hlo_go.sim import get_cluster, simulate
 
@@ -242,6 +243,10 @@ def test_imitation_learns_and_its_checkpoint_starts_ppo(teachers, graphs, tmp_pa
     )
     assert [row["step"] for row in more.history] == [30, 31]
     assert load_checkpoint(out).step == 32
+    with pytest.raises(ResumeMismatchError, match="imitation"):
+        train_imitation(chosen, CONFIG, steps=33, graphs=graphs, out_dir=out, learning_rate=1e-3)
+    with pytest.raises(ResumeMismatchError, match="'finetune' run"):
+        train_imitation(chosen, CONFIG, steps=1, graphs=graphs, out_dir=tmp_path / "ft")
 
 
 def test_imitation_refuses_a_prior(teachers, graphs):

@@ -278,7 +278,7 @@ class ImitationResult(NamedTuple):
       step: steps done in total (including those before a resume).
       history: this call's rows: ``step``, ``graph``, ``loss``, ``wall_s``.
       agreement_before: label -> share of the teacher's learned decisions the greedy
-        decode of the starting parameters takes (``"all"`` of :func:`teacher_agreement`).
+        decode of the parameters this call started from (fresh, or resumed) takes (``"all"`` of :func:`teacher_agreement`).
       agreement: label -> the same after training.
       agreement_by_task: label -> task -> the same after training, by task.
       step_times: label -> simulated step time of the final greedy decisions.
@@ -359,7 +359,9 @@ def _check_config(config: TrainConfig) -> None:
         )
 
 
-def _meta(examples: Sequence[Example], *, seed: int, learning_rate: float) -> dict[str, Any]:
+def _meta(
+    examples: Sequence[Example], *, seed: int, learning_rate: float, max_grad_norm: float
+) -> dict[str, Any]:
     clusters = sorted({e.env.cluster.name for e in examples})
     return {
         "kind": KIND,
@@ -368,7 +370,11 @@ def _meta(examples: Sequence[Example], *, seed: int, learning_rate: float) -> di
         "graphs": [e.label for e in examples],
         "graph_fingerprints": {e.label: graph_fingerprint(e.env.graph) for e in examples},
         "teachers": {e.label: e.teacher.job.to_dict() for e in examples},
-        "imitation": {"seed": int(seed), "learning_rate": float(learning_rate)},
+        "imitation": {
+            "seed": int(seed),
+            "learning_rate": float(learning_rate),
+            "max_grad_norm": float(max_grad_norm),
+        },
     }
 
 
@@ -393,6 +399,13 @@ def _check_resume(ckpt: Any, meta: dict[str, Any], config: TrainConfig, where: P
         raise refuse(f"settings differ from the checkpoint's ({', '.join(changed)})")
 
 
+def _example_index(seed: int, step: int, count: int) -> int:
+    """The example step ``step`` trains on: each pass over the examples (an epoch) in its
+    own seeded order, so a resumed run visits them as the uninterrupted one would."""
+    epoch, position = divmod(step, count)
+    return int(np.random.default_rng([seed, epoch]).permutation(count)[position])
+
+
 def train_imitation(
     teachers: Sequence[Teacher],
     config: TrainConfig,
@@ -408,7 +421,7 @@ def train_imitation(
 ) -> ImitationResult:
     """Trains the GO network to decide as the teachers did (module docstring).
 
-    The steps visit the (graph, cluster) examples in a seeded order, one per step.
+    One (graph, cluster) example per step; each epoch visits them all, in a seeded order.
 
     Args:
       teachers: finished teachers (:func:`hlo_go.rl.teachers.make_teachers`), of any
@@ -442,7 +455,7 @@ def train_imitation(
     agent = agent_for(config)  # its greedy decode and init are PPO's (compiled once)
     params = agent.policy.init(jax.random.key(seed), examples[0].env.inputs, config.max_devices)
     opt_state = optimizer.init(params)
-    meta = _meta(examples, seed=seed, learning_rate=learning_rate)
+    meta = _meta(examples, seed=seed, learning_rate=learning_rate, max_grad_norm=max_grad_norm)
     out = Path(out_dir) if out_dir is not None else None
     start, elapsed = 0, 0.0
     if out is not None and resume and checkpoint_path(out).exists():
@@ -454,7 +467,6 @@ def train_imitation(
     if steps < start:
         raise ValueError(f"steps={steps} but the checkpoint has already done {start} steps")
     before = {e.label: teacher_agreement(agent, params, e)["all"] for e in examples}
-    order = np.random.default_rng(seed).permutation(len(examples))
     log = MetricsLogger(out, IMITATION_COLUMNS, resume_step=start) if out is not None else None
     history: list[dict[str, Any]] = []
 
@@ -469,7 +481,7 @@ def train_imitation(
     try:
         for step in range(start, steps):
             began = time.perf_counter()
-            example = examples[int(order[step % len(examples)])]
+            example = examples[_example_index(seed, step, len(examples))]
             params, opt_state, loss = imitator.step(params, opt_state, example)
             loss = float(loss)
             if not np.isfinite(loss):

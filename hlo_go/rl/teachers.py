@@ -373,7 +373,10 @@ def make_teachers(
 
     Raises:
       ValueError: ``workers < 1``.
-      KeyError: an unknown cluster preset, or a graph neither given nor in the corpus.
+      KeyError: an unknown cluster preset, or a graph neither given nor in the corpus
+        (:class:`hlo_go.corpus.UnknownGraphError`).
+      hlo_go.corpus.VariantNotBuiltError: a job's corpus graph is not built (the message
+        names the command that builds it).
       TeacherStoreError: a store file that is corrupt, foreign, or for another graph.
       TeacherJobError: jobs that failed (the others are stored; the first failure is the
         cause).
@@ -387,10 +390,6 @@ def make_teachers(
     unique = list(dict.fromkeys(jobs))
     for job in unique:
         get_cluster(job.cluster)  # an unknown preset fails here, before any search
-        if graphs is None or job.graph not in graphs:
-            from hlo_go import corpus
-
-            corpus.info(job.graph)  # UnknownGraphError, before any search
     done: dict[TeacherJob, Teacher] = {}
     pending: list[TeacherJob] = []
     for job in unique:
@@ -402,6 +401,11 @@ def make_teachers(
             done[job] = teacher
         else:
             pending.append(job)
+    for job in pending:  # an unknown or unbuilt graph fails here, before any search
+        if graphs is None or job.graph not in graphs:
+            from hlo_go import corpus
+
+            corpus.path(job.graph, "prefusion")
     logger.info(
         "teachers: %d stored in %s, %d to run on %d worker(s)",
         len(done), store, len(pending), workers,
