@@ -212,7 +212,7 @@ def test_loss_jit_equals_eager_and_compiles_once_per_bucket(teachers, graphs):
 
 
 def test_imitation_learns_and_its_checkpoint_starts_ppo(teachers, graphs, tmp_path):
-    chosen = [t for t in teachers if t.job.cluster == "v100x4"]
+    chosen = list(teachers)  # two graphs on v100x4 and one on host-cpu-1, in one run
     out = tmp_path / "imitation"
     result = train_imitation(
         chosen, CONFIG, steps=30, graphs=graphs, seed=0, out_dir=out, learning_rate=3e-3
@@ -226,7 +226,8 @@ def test_imitation_learns_and_its_checkpoint_starts_ppo(teachers, graphs, tmp_pa
 
     ckpt = load_checkpoint(out)
     assert ckpt.step == 30 and ckpt.meta["kind"] == "imitation"
-    assert ckpt.meta["graphs"] == ["cnn@v100x4", "mlp@v100x4"]
+    assert ckpt.meta["graphs"] == ["cnn@v100x4", "mlp@v100x4", "cnn@host-cpu-1"]
+    assert ckpt.meta["clusters"] == ["host-cpu-1", "v100x4"]
     assert ckpt.config.prior_method == "" and ckpt.config.policy == TINY
 
     # PPO fine-tuning and pre-training accept the checkpoint as their start.
