@@ -10,6 +10,13 @@ Public names::
     finetune(checkpoint, graph, cluster, *, steps<=50, out_dir)
     infer(checkpoint, graph, cluster) -> InferResult        zero-shot
     policy_decisions(checkpoint, name, graph, cluster)     zero-shot or fine-tuned decisions
+    TeacherJob, Teacher, run_teacher, make_teachers(jobs, *, store, workers)
+                                                            search teachers per (graph, cluster),
+                                                            stored and resumable
+    save_teacher, load_teacher, TeacherStoreError, TeacherJobError, STORE_VERSION
+    train_imitation(teachers, config, *, steps) -> ImitationResult
+                                                            imitation pre-training on teachers
+    teacher_actions, teacher_agreement, imitation_loss, Imitator, make_examples
     TrainConfig, TrainResult, GraphResult, METRIC_COLUMNS, MAX_FINETUNE_STEPS
     GraphEnv, Scores, GOAgent, agent_for                    one graph on a cluster; the policy wired to PPO
     RewardConfig, reward, rewards, memory_ratio             -log(t / t_ref) with an OOM penalty
@@ -22,7 +29,8 @@ Public names::
 Module by concept: :mod:`~hlo_go.rl.ppo` (generic PPO), :mod:`~hlo_go.rl.reward`,
 :mod:`~hlo_go.rl.env` (a graph on a cluster), :mod:`~hlo_go.rl.agent` (batched GO
 policy sampling and updates), :mod:`~hlo_go.rl.config`, :mod:`~hlo_go.rl.checkpoint`,
-:mod:`~hlo_go.rl.metrics`, :mod:`~hlo_go.rl.trainer`, :mod:`~hlo_go.rl.distributed`
+:mod:`~hlo_go.rl.metrics`, :mod:`~hlo_go.rl.trainer`, :mod:`~hlo_go.rl.teachers`,
+:mod:`~hlo_go.rl.imitation` (teachers, then imitation, before PPO), :mod:`~hlo_go.rl.distributed`
 (data-parallel pre-training, ``jax.distributed``), :mod:`~hlo_go.rl.compare`
 (tables against baselines), :mod:`~hlo_go.cli.train` (``hlo-go train / finetune / infer``).
 """
@@ -32,6 +40,15 @@ from hlo_go.rl.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from hlo_go.rl.config import TrainConfig
 from hlo_go.rl.distributed import data_parallel_pretrain
 from hlo_go.rl.env import GraphEnv, Scores, check_tasks
+from hlo_go.rl.imitation import (
+    ImitationResult,
+    Imitator,
+    imitation_loss,
+    make_examples,
+    teacher_actions,
+    teacher_agreement,
+    train_imitation,
+)
 from hlo_go.rl.metrics import EventFileWriter, MetricsLogger, read_events, read_metrics
 from hlo_go.rl.ppo import (
     EvaluateFn,
@@ -52,6 +69,17 @@ from hlo_go.rl.ppo import (
     value_loss,
 )
 from hlo_go.rl.reward import RewardConfig, memory_ratio, reward, rewards
+from hlo_go.rl.teachers import (
+    STORE_VERSION,
+    Teacher,
+    TeacherJob,
+    TeacherJobError,
+    TeacherStoreError,
+    load_teacher,
+    make_teachers,
+    run_teacher,
+    save_teacher,
+)
 from hlo_go.rl.trainer import (
     MAX_FINETUNE_STEPS,
     METRIC_COLUMNS,
@@ -69,12 +97,15 @@ from hlo_go.rl.trainer import (
 __all__ = [
     "MAX_FINETUNE_STEPS",
     "METRIC_COLUMNS",
+    "STORE_VERSION",
     "Checkpoint",
     "EvaluateFn",
     "EventFileWriter",
     "GOAgent",
     "GraphEnv",
     "GraphResult",
+    "ImitationResult",
+    "Imitator",
     "InferResult",
     "LossInfo",
     "MetricsLogger",
@@ -82,6 +113,10 @@ __all__ = [
     "PPOConfig",
     "RewardConfig",
     "Scores",
+    "Teacher",
+    "TeacherJob",
+    "TeacherJobError",
+    "TeacherStoreError",
     "TrainConfig",
     "TrainResult",
     "UpdateFn",
@@ -91,9 +126,13 @@ __all__ = [
     "data_parallel_pretrain",
     "entropy_bonus",
     "finetune",
+    "imitation_loss",
     "infer",
     "load_checkpoint",
+    "load_teacher",
+    "make_examples",
     "make_optimizer",
+    "make_teachers",
     "make_update_step",
     "memory_ratio",
     "minibatch_epochs",
@@ -108,7 +147,12 @@ __all__ = [
     "read_metrics",
     "reward",
     "rewards",
+    "run_teacher",
     "save_checkpoint",
+    "save_teacher",
+    "teacher_actions",
+    "teacher_agreement",
+    "train_imitation",
     "train_one",
     "value_loss",
 ]

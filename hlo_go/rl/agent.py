@@ -28,6 +28,7 @@ actually used.)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -35,13 +36,24 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from hlo_go.gonet import TASKS, GONetwork, GOPolicy
+from hlo_go.gonet import TASKS, GONetwork, GOPolicy, PolicyInput
 from hlo_go.gonet.actions import group_leaders
 from hlo_go.gonet.network import NetworkOutput, SharedPass
 from hlo_go.rl.env import GraphEnv, check_tasks
 from hlo_go.rl.ppo import LossInfo, PPOBatch, PPOConfig, ppo_apply, ppo_grads, ppo_update_step
 
 Params = Any
+
+
+def decision_weights(inputs: PolicyInput, tasks: Sequence[str]) -> np.ndarray:
+    """Which per-position decisions of ``tasks`` count: ``float32[len(tasks) * P]``, the
+    tasks' rows in ``tasks`` order, 1 for real nodes (for placement, only each colocation
+    group's leader, the row its one choice is scored at) and 0 for padding."""
+    nodes = inputs.graphs.nodes
+    mask = np.asarray(nodes["mask"], bool)
+    leaders = group_leaders(np.asarray(nodes["colocation_group"]), mask)
+    rows = np.concatenate([leaders if t == "placement" else mask for t in tasks])
+    return rows.astype(np.float32)
 
 
 class GOAgent:
@@ -187,11 +199,8 @@ class GOAgent:
         """
         if self.ppo.ratio != "decision":
             return None
-        nodes = env.inputs.graphs.nodes
-        mask = np.asarray(nodes["mask"], bool)
-        leaders = group_leaders(np.asarray(nodes["colocation_group"]), mask)
-        rows = np.concatenate([leaders if t == "placement" else mask for t in self.tasks])
-        return np.broadcast_to(rows.astype(np.float32), (count, rows.size))
+        rows = decision_weights(env.inputs, self.tasks)
+        return np.broadcast_to(rows, (count, rows.size))
 
     def evaluate(
         self, params: Params, env: GraphEnv, actions: dict[str, np.ndarray]

@@ -156,6 +156,11 @@ class GraphEnv:
         return True
 
     @property
+    def priority_bins(self) -> int:
+        """B, the bins of the policy's schedule and fusion priorities."""
+        return self._bins
+
+    @property
     def num_devices(self) -> int:
         """D, the cluster's device count."""
         return self.cluster.num_devices

@@ -489,6 +489,7 @@ def pretrain(
     config: TrainConfig | None = None,
     resume: bool = True,
     callback: Callable[[dict[str, Any]], None] | None = None,
+    init: str | Path | Checkpoint | None = None,
 ) -> TrainResult:
     """Trains one policy on many graphs, switching graph batches every ``switch_every`` steps.
 
@@ -502,15 +503,27 @@ def pretrain(
       resume: continue from ``out_dir``'s checkpoint when there is one (made for the
         same cluster, graphs, tasks and settings: ResumeMismatchError otherwise).
       callback: called with each step's metric row.
+      init: start from this checkpoint's parameters (e.g. of
+        :func:`hlo_go.rl.imitation.train_imitation`; a fresh optimizer state) instead of
+        fresh ones; its policy sizes and ``max_devices`` must be ``config``'s. A
+        checkpoint of this run in ``out_dir`` takes precedence (resume).
 
     Returns:
       The :class:`TrainResult`.
+
+    Raises:
+      ValueError: ``steps < 1``, or an ``init`` checkpoint of another policy shape.
     """
     config = config or TrainConfig()
     if tasks is not None:
         config = config.replace(tasks=tuple(tasks))
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
+    start = None
+    if init is not None:
+        start = _loaded(init)
+        if start.config.policy != config.policy or start.config.max_devices != config.max_devices:
+            raise ValueError("config.policy / max_devices differ from the init checkpoint's")
     envs = _make_envs(graphs, cluster, config, None)
     ckpt = _resume_checkpoint(out_dir, resume, "pretrain", envs, config)
     return _train(
@@ -519,6 +532,7 @@ def pretrain(
         steps=steps,
         out_dir=out_dir,
         kind="pretrain",
+        params=start.params if start is not None and ckpt is None else None,
         resume_from=ckpt,
         schedule=_batch_schedule(len(envs), config),
         callback=callback,

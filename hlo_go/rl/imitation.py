@@ -1,0 +1,531 @@
+"""Imitation pre-training of the GO policy on teachers (:mod:`hlo_go.rl.teachers`).
+
+The second step of the learning recipe (teachers → imitation → PPO, ``docs/rl.md``).
+PPO from scratch rarely samples the coordinated changes a search finds, so the network
+is first taught the teachers' decisions: on each (graph, cluster), the teacher's action
+``a*`` of every learned decision (device of each colocation group, schedule bin and
+fusion bin of each node: :func:`teacher_actions`) is the target, scored with teacher
+forcing (each task conditioned on the teacher's actions of the earlier tasks, as PPO
+scores its samples), by cross-entropy::
+
+    L(θ) = − Σ_r w_r log π_θ(a*_r | G, D) / Σ_r w_r
+
+over the learned tasks' rows ``r``, with ``w_r`` as :meth:`hlo_go.rl.GOAgent.weights`
+gives them (0 for padding and for colocated nodes other than their group's leader).
+One graph per Adam step; graphs of several clusters train one network (the device
+count ``D`` is an input; the parameters are built for ``config.max_devices``).
+
+There is no heuristic-prior input: the network's own decisions are what is taught and
+measured (the prior is an ablation of PPO training, :mod:`hlo_go.rl.prior`).
+
+The result is a checkpoint (:mod:`hlo_go.rl.checkpoint`, kind ``"imitation"``) that
+:func:`hlo_go.rl.finetune`, :func:`~hlo_go.rl.infer` and :func:`~hlo_go.rl.pretrain`
+(``init=``) start from; the run resumes from it after a kill.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from tqdm.auto import tqdm
+
+from hlo_go.decisions import Decisions
+from hlo_go.gonet import TASKS, GONetwork, PolicyConfig
+from hlo_go.gonet.actions import priorities_to_bins
+from hlo_go.graph import OpGraph
+from hlo_go.rl.agent import GOAgent, decision_weights
+from hlo_go.rl.checkpoint import (
+    RESUMABLE_CHANGES,
+    ResumeMismatchError,
+    checkpoint_path,
+    graph_fingerprint,
+    load_checkpoint,
+    restore_opt_state,
+    restore_params,
+    save_checkpoint,
+)
+from hlo_go.rl.config import TrainConfig
+from hlo_go.rl.env import GraphEnv
+from hlo_go.rl.metrics import MetricsLogger
+from hlo_go.rl.teachers import Teacher, check_teacher_graph, job_graph
+from hlo_go.rl.trainer import NonFiniteTrainingError, agent_for
+from hlo_go.sim import get_cluster
+
+logger = logging.getLogger(__name__)
+
+Params = Any
+
+KIND = "imitation"
+"""The ``kind`` of an imitation checkpoint's metadata."""
+
+IMITATION_COLUMNS = ("step", "graph", "wall_s", "loss")
+"""Columns of an imitation run's ``metrics.csv``."""
+
+
+def teacher_actions(env: GraphEnv, decisions: Decisions) -> dict[str, np.ndarray]:
+    """Per-position actions of decisions: the inverse of :meth:`GraphEnv.decisions`.
+
+    Placement is each node's device; schedule and fusion priorities become their
+    nearest bin (as :class:`GraphEnv` builds ``fixed_actions``). Tasks the environment
+    does not learn take its ``fixed_actions``, as the agent's samples do.
+
+    Args:
+      env: the graph on its cluster.
+      decisions: decisions for that graph (e.g. a :class:`~hlo_go.rl.teachers.Teacher`'s).
+
+    Returns:
+      Task name -> ``int32[P]``; ``env.decisions({t: a[None]})`` gives back the learned
+      tasks' placement exactly and their priorities' bins exactly.
+
+    Raises:
+      hlo_go.decisions.DecisionsError: decisions invalid for the graph and cluster.
+    """
+    decisions = decisions.validate(env.graph, env.num_devices)
+    bins = env.priority_bins
+    inputs = env.inputs
+    own = {
+        "placement": inputs.to_positions(np.asarray(decisions.placement, np.int32)),
+        "scheduling": inputs.to_positions(priorities_to_bins(decisions.schedule_priority, bins)),
+        "fusion": inputs.to_positions(priorities_to_bins(decisions.fusion_priority, bins)),
+    }
+    return {
+        t: (own[t] if t in env.tasks else np.asarray(env.fixed_actions[t])).astype(np.int32)
+        for t in TASKS
+    }
+
+
+def imitation_loss(
+    network: GONetwork,
+    params: Params,
+    graphs: Any,
+    devices: jax.Array,
+    actions: Mapping[str, jax.Array],
+    weights: jax.Array,
+    tasks: Sequence[str],
+) -> jax.Array:
+    """The cross-entropy of the teacher's actions (module docstring), ``float32[]``.
+
+    The log-probabilities come from the path :class:`~hlo_go.rl.GOAgent` scores PPO's
+    samples on: :meth:`GONetwork.shared`, then :meth:`GONetwork.decide` given the actions
+    (per decision, :attr:`~hlo_go.gonet.network.NetworkOutput.row_log_prob`).
+
+    Args:
+      network: the Flax module (``GOPolicy.network(max_devices)``).
+      params: its variables.
+      graphs: the policy input (``env.inputs.graphs``).
+      devices: ``int32[]``, ``D``.
+      actions: task name -> ``int32[P]`` (:func:`teacher_actions`).
+      weights: ``float32[len(tasks) * P]`` (:func:`hlo_go.rl.agent.decision_weights`).
+      tasks: the learned tasks, in canonical order.
+    """
+    shared = network.apply(params, graphs, devices, method=GONetwork.shared)
+    out = network.apply(
+        params, shared, graphs, devices, method=GONetwork.decide, actions=dict(actions)
+    )
+    rows = jnp.concatenate([out.row_log_prob[t] for t in tasks])
+    return -(rows * weights).sum() / jnp.maximum(weights.sum(), 1.0)
+
+
+class Example(NamedTuple):
+    """One (graph, cluster) to imitate.
+
+    Attributes:
+      label: ``graph@cluster``.
+      teacher: its teacher.
+      env: the graph on its cluster (no prior).
+      actions: the teacher's per-position actions (:func:`teacher_actions`).
+      weights: which decisions count (:func:`hlo_go.rl.agent.decision_weights`).
+    """
+
+    label: str
+    teacher: Teacher
+    env: GraphEnv
+    actions: dict[str, np.ndarray]
+    weights: np.ndarray
+
+
+class Imitator:
+    """The jitted loss and Adam step of one configuration (one compile
+    per padding bucket each; :attr:`trace_counts` counts them).
+
+    Args:
+      config: the policy's settings (``policy``, ``max_devices``, ``tasks``).
+      optimizer: the Optax optimizer the step applies.
+    """
+
+    def __init__(self, config: TrainConfig, optimizer: optax.GradientTransformation) -> None:
+        self.config = config
+        self.tasks = config.tasks
+        self.optimizer = optimizer
+        self.network = GONetwork(config.policy, config.max_devices)
+        self._traces: collections.Counter[str] = collections.Counter()
+        self._loss_jit = jax.jit(self._loss_fn)
+        self._step_jit = jax.jit(self._step_fn)
+
+    @property
+    def trace_counts(self) -> dict[str, int]:
+        """Function name -> times it was traced (= compiled)."""
+        return dict(self._traces)
+
+    def _loss_fn(self, params, graphs, devices, actions, weights):
+        self._traces["loss"] += 1
+        return imitation_loss(self.network, params, graphs, devices, actions, weights, self.tasks)
+
+    def _step_fn(self, params, opt_state, graphs, devices, actions, weights):
+        self._traces["step"] += 1
+
+        def loss(p):
+            return imitation_loss(self.network, p, graphs, devices, actions, weights, self.tasks)
+
+        value, grads = jax.value_and_grad(loss)(params)
+        updates, opt_state = self.optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, value
+
+    def devices(self, env: GraphEnv) -> jax.Array:
+        """``D`` of ``env``'s cluster as the network's input."""
+        if env.num_devices > self.config.max_devices:
+            raise ValueError(
+                f"cluster {env.cluster.name!r} has {env.num_devices} devices, but the policy "
+                f"is built for at most {self.config.max_devices} (config.max_devices)"
+            )
+        return jnp.asarray(env.num_devices, jnp.int32)
+
+    def loss(self, params: Params, example: Example) -> float:
+        """The example's loss under ``params`` (jitted)."""
+        env = example.env
+        return float(
+            self._loss_jit(
+                params, env.inputs.graphs, self.devices(env), example.actions, example.weights
+            )
+        )
+
+    def step(
+        self, params: Params, opt_state: optax.OptState, example: Example
+    ) -> tuple[Params, optax.OptState, jax.Array]:
+        """One Adam step on the example's loss: ``(params, opt_state, loss)``."""
+        env = example.env
+        return self._step_jit(
+            params, opt_state, env.inputs.graphs, self.devices(env), example.actions,
+            example.weights,
+        )  # fmt: skip
+
+
+def teacher_agreement(agent: GOAgent, params: Params, example: Example) -> dict[str, float]:
+    """Shares of the teacher's decisions the policy's greedy decode takes, by learned task
+    and over all (``"all"``), each weighted as the loss is.
+
+    Args:
+      agent: the policy's agent (:func:`hlo_go.rl.agent_for`): its greedy decode is the
+        one PPO, :func:`~hlo_go.rl.infer` and fine-tuning use.
+      params: the parameters.
+      example: the (graph, cluster) and its teacher's actions.
+    """
+    greedy = {t: a[0] for t, a in agent.greedy(params, example.env).items()}
+    size = example.env.inputs.bucket[0]
+    out: dict[str, float] = {}
+    hits = total = 0.0
+    for i, task in enumerate(agent.tasks):
+        w = example.weights[i * size : (i + 1) * size]
+        same = (greedy[task] == example.actions[task]).astype(np.float32)
+        out[task] = float((same * w).sum() / max(w.sum(), 1.0))
+        hits += float((same * w).sum())
+        total += float(w.sum())
+    out["all"] = hits / max(total, 1.0)
+    return out
+
+
+@functools.lru_cache(maxsize=8)
+def _imitator(
+    policy: PolicyConfig,
+    max_devices: int,
+    tasks: tuple[str, ...],
+    learning_rate: float,
+    max_grad_norm: float,
+) -> Imitator:
+    clip = [optax.clip_by_global_norm(max_grad_norm)] if max_grad_norm > 0 else []
+    optimizer = optax.chain(*clip, optax.adam(learning_rate))
+    config = TrainConfig(policy=policy, max_devices=max_devices, tasks=tasks)
+    return Imitator(config, optimizer)
+
+
+def imitator_for(
+    config: TrainConfig, learning_rate: float = 1e-3, max_grad_norm: float = 1.0
+) -> Imitator:
+    """The :class:`Imitator` of a configuration and Adam settings, shared by every run with
+    the same policy, device count, tasks and optimizer (so it compiles once per bucket per
+    process)."""
+    return _imitator(
+        config.policy, config.max_devices, config.tasks, float(learning_rate), float(max_grad_norm)
+    )
+
+
+class ImitationResult(NamedTuple):
+    """The outcome of :func:`train_imitation`.
+
+    Attributes:
+      params: the trained parameters.
+      config: the settings they belong to (the checkpoint's).
+      step: steps done in total (including those before a resume).
+      history: this call's rows: ``step``, ``graph``, ``loss``, ``wall_s``.
+      agreement_before: label -> share of the teacher's learned decisions the greedy
+        decode of the parameters this call started from (fresh, or resumed) takes (``"all"`` of :func:`teacher_agreement`).
+      agreement: label -> the same after training.
+      agreement_by_task: label -> task -> the same after training, by task.
+      step_times: label -> simulated step time of the final greedy decisions.
+      out_dir: the run directory (checkpoint, ``metrics.csv``), or None.
+      seconds: training wall-clock seconds (including those before a resume).
+    """
+
+    params: Params
+    config: TrainConfig
+    step: int
+    history: list[dict[str, Any]]
+    agreement_before: dict[str, float]
+    agreement: dict[str, float]
+    agreement_by_task: dict[str, dict[str, float]]
+    step_times: dict[str, float]
+    out_dir: Path | None
+    seconds: float
+
+
+def _fastest_per_pair(teachers: Sequence[Teacher]) -> list[Teacher]:
+    """One teacher per (graph, cluster): the fastest (fits in memory first), in order."""
+    chosen: dict[str, Teacher] = {}
+    for teacher in teachers:
+        label = teacher.job.label
+        old = chosen.get(label)
+        if old is None or (teacher.oom, teacher.step_time) < (old.oom, old.step_time):
+            chosen[label] = teacher
+    return list(chosen.values())
+
+
+def make_examples(
+    teachers: Sequence[Teacher],
+    config: TrainConfig,
+    *,
+    graphs: Mapping[str, OpGraph] | None = None,
+) -> list[Example]:
+    """The (graph, cluster) examples of teachers: environments without a prior, the
+    teachers' actions and the decisions' weights.
+
+    Several teachers of one (graph, cluster) give one example, the fastest's.
+
+    Raises:
+      ValueError: no teachers, or a cluster with more devices than ``config.max_devices``.
+      TeacherStoreError: a teacher made for another graph than the one given or loaded.
+    """
+    if not teachers:
+        raise ValueError("imitation needs at least one teacher")
+    loaded: dict[str, OpGraph] = dict(graphs or {})
+    examples = []
+    for teacher in _fastest_per_pair(teachers):
+        job = teacher.job
+        if job.graph not in loaded:
+            loaded[job.graph] = job_graph(job)
+        graph = loaded[job.graph]
+        check_teacher_graph(teacher, graph)
+        cluster = get_cluster(job.cluster)
+        if cluster.num_devices > config.max_devices:
+            raise ValueError(
+                f"teacher {job.label}: cluster {cluster.name!r} has {cluster.num_devices} "
+                f"devices, config.max_devices is {config.max_devices} (build the parameters "
+                "for the largest cluster)"
+            )
+        env = GraphEnv(
+            graph, cluster, config.policy, config.tasks, name=job.label,
+            reward_config=config.reward,
+        )  # fmt: skip
+        actions = teacher_actions(env, teacher.decisions)
+        weights = decision_weights(env.inputs, config.tasks)
+        examples.append(Example(job.label, teacher, env, actions, weights))
+    return examples
+
+
+def _check_config(config: TrainConfig) -> None:
+    if config.prior_method or config.prior_follows_best:
+        raise ValueError(
+            "imitation trains the network's own decisions, without a heuristic-prior input: "
+            f"config.prior_method must be empty, got {config.prior_method!r}"
+        )
+
+
+def _meta(
+    examples: Sequence[Example], *, seed: int, learning_rate: float, max_grad_norm: float
+) -> dict[str, Any]:
+    clusters = sorted({e.env.cluster.name for e in examples})
+    return {
+        "kind": KIND,
+        "cluster": clusters[0] if len(clusters) == 1 else ",".join(clusters),
+        "clusters": clusters,
+        "graphs": [e.label for e in examples],
+        "graph_fingerprints": {e.label: graph_fingerprint(e.env.graph) for e in examples},
+        "teachers": {e.label: e.teacher.job.to_dict() for e in examples},
+        "imitation": {
+            "seed": int(seed),
+            "learning_rate": float(learning_rate),
+            "max_grad_norm": float(max_grad_norm),
+        },
+    }
+
+
+def _check_resume(ckpt: Any, meta: dict[str, Any], config: TrainConfig, where: Path) -> None:
+    def refuse(what: str) -> ResumeMismatchError:
+        return ResumeMismatchError(
+            f"{where}: cannot resume: {what}; use another out_dir (or resume=False)"
+        )
+
+    if ckpt.meta.get("kind") != KIND:
+        raise refuse(f"it holds a {ckpt.meta.get('kind')!r} run, not {KIND!r}")
+    for field in ("graphs", "graph_fingerprints", "teachers", "imitation"):
+        if ckpt.meta.get(field) != meta[field]:
+            raise refuse(f"its {field} differ from this run's")
+    old, new = ckpt.config.to_dict(), config.to_dict()
+    changed = sorted(
+        k
+        for k in old.keys() | new.keys()
+        if k not in RESUMABLE_CHANGES and old.get(k) != new.get(k)
+    )
+    if changed:
+        raise refuse(f"settings differ from the checkpoint's ({', '.join(changed)})")
+
+
+def _example_index(seed: int, step: int, count: int) -> int:
+    """The example step ``step`` trains on: each pass over the examples (an epoch) in its
+    own seeded order, so a resumed run visits them as the uninterrupted one would."""
+    epoch, position = divmod(step, count)
+    return int(np.random.default_rng([seed, epoch]).permutation(count)[position])
+
+
+def train_imitation(
+    teachers: Sequence[Teacher],
+    config: TrainConfig,
+    *,
+    steps: int,
+    graphs: Mapping[str, OpGraph] | None = None,
+    seed: int = 0,
+    progress: bool = False,
+    out_dir: str | Path | None = None,
+    resume: bool = True,
+    learning_rate: float = 1e-3,
+    max_grad_norm: float = 1.0,
+) -> ImitationResult:
+    """Trains the GO network to decide as the teachers did (module docstring).
+
+    One (graph, cluster) example per step; each epoch visits them all, in a seeded order.
+
+    Args:
+      teachers: finished teachers (:func:`hlo_go.rl.teachers.make_teachers`), of any
+        graphs and clusters (at most ``config.max_devices`` devices).
+      config: the policy's settings (``policy``, ``max_devices``, ``tasks``; no
+        ``prior_method``); saved in the checkpoint, so PPO fine-tuning from it uses them.
+      steps: total Adam steps.
+      graphs: graph name -> OpGraph for teachers whose graph is not a corpus name.
+      seed: seed of the fresh parameters and of the order of the examples.
+      progress: show a tqdm progress bar.
+      out_dir: run directory: ``checkpoint.msgpack`` (every ``config.checkpoint_every``
+        steps and at the end) and ``metrics.csv``; None: nothing written.
+      resume: continue from ``out_dir``'s checkpoint when there is one (of this run:
+        ResumeMismatchError otherwise).
+      learning_rate: Adam's learning rate.
+      max_grad_norm: global gradient-norm clip (0: none).
+
+    Returns:
+      The :class:`ImitationResult`.
+
+    Raises:
+      ValueError: ``steps < 1``, a prior in ``config``, or a cluster too large for it.
+      hlo_go.rl.teachers.TeacherStoreError: a teacher made for another graph.
+    """
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
+    _check_config(config)
+    examples = make_examples(teachers, config, graphs=graphs)
+    imitator = imitator_for(config, learning_rate, max_grad_norm)
+    optimizer = imitator.optimizer
+    agent = agent_for(config)  # its greedy decode and init are PPO's (compiled once)
+    params = agent.policy.init(jax.random.key(seed), examples[0].env.inputs, config.max_devices)
+    opt_state = optimizer.init(params)
+    meta = _meta(examples, seed=seed, learning_rate=learning_rate, max_grad_norm=max_grad_norm)
+    out = Path(out_dir) if out_dir is not None else None
+    start, elapsed = 0, 0.0
+    if out is not None and resume and checkpoint_path(out).exists():
+        ckpt = load_checkpoint(out)
+        _check_resume(ckpt, meta, config, out)
+        params = restore_params(params, ckpt.params)
+        opt_state = restore_opt_state(opt_state, ckpt.opt_state)
+        start, elapsed = ckpt.step, ckpt.elapsed
+    if steps < start:
+        raise ValueError(f"steps={steps} but the checkpoint has already done {start} steps")
+    before = {e.label: teacher_agreement(agent, params, e)["all"] for e in examples}
+    log = MetricsLogger(out, IMITATION_COLUMNS, resume_step=start) if out is not None else None
+    history: list[dict[str, Any]] = []
+
+    def save(done: int) -> None:
+        if out is not None:
+            save_checkpoint(
+                out, params=params, opt_state=opt_state, step=done, elapsed=elapsed, best={},
+                config=config, meta=meta,
+            )  # fmt: skip
+
+    bar = tqdm(total=steps, initial=start, desc="imitation", disable=not progress)
+    try:
+        for step in range(start, steps):
+            began = time.perf_counter()
+            example = examples[_example_index(seed, step, len(examples))]
+            params, opt_state, loss = imitator.step(params, opt_state, example)
+            loss = float(loss)
+            if not np.isfinite(loss):
+                raise NonFiniteTrainingError(
+                    f"imitation stopped at step {step} on {example.label!r}: the loss is {loss} "
+                    "(check the learning rate and the starting parameters)"
+                )
+            elapsed += time.perf_counter() - began
+            row = {"step": step, "graph": example.label, "wall_s": elapsed, "loss": loss}
+            history.append(row)
+            if log is not None:
+                log.log(step, row)
+            bar.update(1)
+            bar.set_postfix(graph=example.label, loss=f"{loss:.3f}")
+            done = step + 1
+            if done == steps or (config.checkpoint_every and done % config.checkpoint_every == 0):
+                save(done)
+        if start == steps and out is not None and not checkpoint_path(out).exists():
+            save(steps)
+    finally:
+        bar.close()
+        if log is not None:
+            log.close()
+    by_task = {e.label: teacher_agreement(agent, params, e) for e in examples}
+    step_times = {
+        e.label: float(e.env.score(e.env.decisions(agent.greedy(params, e.env))).step_times[0])
+        for e in examples
+    }
+    for e in examples:
+        logger.info(
+            "imitation %s: greedy agrees with the teacher on %.1f%% of decisions (%.1f%% "
+            "before); %.4g s vs teacher %.4g s",
+            e.label, 100 * by_task[e.label]["all"], 100 * before[e.label],
+            step_times[e.label], e.teacher.step_time,
+        )  # fmt: skip
+    return ImitationResult(
+        params,
+        config,
+        steps,
+        history,
+        before,
+        {label: a["all"] for label, a in by_task.items()},
+        by_task,
+        step_times,
+        out,
+        elapsed,
+    )
