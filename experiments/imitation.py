@@ -1,0 +1,190 @@
+"""Imitation from search teachers, zero-shot on a held-out family (issue 43's recipe, first
+half): does a GO network taught to decide as simulated annealing did, on graphs of other
+families, decide better than the best heuristic on a family it never saw?
+
+For each held-out family:
+
+1. **Teachers** (:func:`hlo_go.rl.teachers.make_teachers`): simulated annealing with
+   ``--evaluations`` simulator evaluations per (graph, cluster), started from the best
+   heuristic, on the training graphs (the ``--per-family`` smallest graphs of every other
+   family with at most ``--max-nodes`` nodes, variants included) and on the held-out
+   family's base graphs (there only as the reference SA result). Stored and resumable.
+2. **Imitation** (:func:`hlo_go.rl.imitation.train_imitation`): ``--steps`` Adam steps of
+   cross-entropy on the training teachers' decisions, **no heuristic prior input**.
+3. **Zero-shot** on each held-out graph (:func:`hlo_go.rl.infer`): the network's greedy
+   decisions, and the best of greedy + ``--samples`` samples.
+
+Columns: simulated step times ÷ the best heuristic's (``> 1`` is faster than it), and the
+fraction of SA's gain over the best heuristic that zero-shot captures.
+
+Run: ``python experiments/imitation.py --held-out gpt2 [--cluster v100x4]``.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from experiments import _common as C
+
+CLUSTER = "v100x4"
+EVALUATIONS = 2000
+STEPS = 400
+SAMPLES = 16
+PER_FAMILY = 4
+MAX_NODES = 3000
+MAX_HELD_OUT_NODES = 6000
+
+
+def _nodes(name: str) -> int:
+    from hlo_go import corpus
+
+    info = corpus.info(name)
+    stages = info.get("stages", {})
+    nodes = stages.get("prefusion", {}).get("nodes") or stages.get("unoptimized", {}).get("nodes")
+    return int(nodes) if nodes else 10**9
+
+
+def training_graphs(held_out: str, *, per_family: int, max_nodes: int) -> list[str]:
+    """The ``per_family`` smallest built graphs (base and variants) of every family but
+    ``held_out`` with at most ``max_nodes`` nodes."""
+    from hlo_corpus.variants import FAMILIES
+    from hlo_go import corpus
+
+    chosen: list[str] = []
+    for fam in FAMILIES:
+        if fam == held_out:
+            continue
+        names = [
+            n
+            for n in corpus.names(split=("base", "variants"), family=fam)
+            if corpus.is_built(n) and _nodes(n) <= max_nodes
+        ]
+        chosen += sorted(names, key=_nodes)[:per_family]
+    return chosen
+
+
+def held_out_graphs(family: str, *, max_nodes: int) -> list[str]:
+    """The held-out family's base graphs with at most ``max_nodes`` nodes."""
+    from hlo_go import corpus
+
+    return [n for n in corpus.names(split="base", family=family) if _nodes(n) <= max_nodes]
+
+
+def run_fold(family: str, args: Any, store: Path) -> dict[str, Any]:
+    """Teachers, imitation without the family, zero-shot on its graphs."""
+    from hlo_go.gonet import PolicyConfig
+    from hlo_go.rl import TrainConfig, infer
+    from hlo_go.rl.imitation import train_imitation
+    from hlo_go.rl.teachers import TeacherJob, make_teachers
+    from hlo_go.sim import get_cluster
+
+    train = training_graphs(family, per_family=args.per_family, max_nodes=args.max_nodes)
+    test = held_out_graphs(family, max_nodes=args.max_held_out_nodes)
+    if not test:
+        raise SystemExit(
+            f"error: family {family!r} has no base graph <= {args.max_held_out_nodes} nodes"
+        )
+    C.log("imitation", f"{family}: {len(train)} training graphs, held out {test}")
+    jobs = [
+        TeacherJob(g, args.cluster, evaluations=args.evaluations, seed=args.seed)
+        for g in (*train, *test)
+    ]
+    teachers = make_teachers(jobs, store=store, workers=args.workers, progress=True)
+    by_graph = {t.job.graph: t for t in teachers}
+    config = TrainConfig(seed=args.seed, progress=False, checkpoint_every=0)
+    if args.quick:
+        config = config.replace(
+            policy=PolicyConfig(hidden_size=16, gnn_layers=1, num_heads=2, segments_per_step=2)
+        )
+    cluster = get_cluster(args.cluster)
+    with tempfile.TemporaryDirectory(prefix="hlo-go-imitation-") as work:
+        result = train_imitation(
+            [by_graph[g] for g in train],
+            config,
+            steps=args.steps,
+            seed=args.seed,
+            progress=True,
+            out_dir=Path(work),
+        )
+        graphs = C.load_graphs(test)
+        rows = []
+        for name in test:
+            zero = infer(Path(work), graphs[name], cluster, samples=args.samples, seed=args.seed)
+            teacher = by_graph[name]
+            base, sa = teacher.best_heuristic_time, teacher.step_time
+            gain = base - sa
+            rows.append(
+                {
+                    "graph": name,
+                    "best heuristic": teacher.best_heuristic,
+                    "greedy vs best heuristic": base / zero.greedy_time,
+                    f"best of greedy+{args.samples} vs best heuristic": base / zero.step_time,
+                    "SA vs best heuristic": base / sa,
+                    "fraction of SA gain": (base - zero.step_time) / gain if gain > 0 else None,
+                    "decide_s": zero.seconds,
+                }
+            )
+    agreement = C.mean(list(result.agreement.values()))
+    return {
+        "family": family,
+        "training_graphs": train,
+        "imitation_steps": result.step,
+        "imitation_s": result.seconds,
+        "train_agreement_mean": agreement,
+        "rows": rows,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Runs the experiment; returns the result written to ``imitation[.quick].json``."""
+    from hlo_corpus.variants import FAMILIES
+
+    began = time.perf_counter()
+    p = C.parser(__doc__.splitlines()[0])
+    p.add_argument("--held-out", nargs="+", default=list(FAMILIES), choices=FAMILIES)
+    p.add_argument("--cluster", default=CLUSTER)
+    p.add_argument("--evaluations", type=int, default=EVALUATIONS, help="SA budget per teacher")
+    p.add_argument("--steps", type=int, default=STEPS, help="imitation steps per fold")
+    p.add_argument("--samples", type=int, default=SAMPLES, help="zero-shot samples")
+    p.add_argument("--per-family", type=int, default=PER_FAMILY)
+    p.add_argument("--max-nodes", type=int, default=MAX_NODES)
+    p.add_argument("--max-held-out-nodes", type=int, default=MAX_HELD_OUT_NODES)
+    p.add_argument("--workers", type=int, default=1, help="teacher processes")
+    p.add_argument(
+        "--store",
+        type=Path,
+        default=Path.home() / ".cache" / "hlo-go" / "teachers",
+        help="teacher store (resumable)",
+    )
+    args = p.parse_args(argv)
+    folds = [run_fold(f, args, args.store) for f in args.held_out]
+    rows = [{"family": f["family"], **r} for f in folds for r in f["rows"]]
+    greedy = [r["greedy vs best heuristic"] for r in rows]
+    best = [r[f"best of greedy+{args.samples} vs best heuristic"] for r in rows]
+    fractions = [r["fraction of SA gain"] for r in rows if r["fraction of SA gain"] is not None]
+    result = {
+        "title": "Imitation of SA teachers, zero-shot on held-out families (simulated)",
+        "cluster": args.cluster,
+        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "zero_shot_greedy_vs_best_heuristic_geomean": C.geomean(greedy),
+        "zero_shot_vs_best_heuristic_geomean": C.geomean(best),
+        "zero_shot_beats_best_heuristic": sum(b > 1.0 + 1e-9 for b in best),
+        "held_out_graphs": len(rows),
+        "zero_shot_fraction_of_sa_gain_median": C.median(fractions),
+        "folds": [{k: v for k, v in f.items() if k != "rows"} for f in folds],
+        "rows": rows,
+    }
+    C.write_outputs("imitation", result, out=args.out, quick=args.quick, argv=argv, began=began)
+    return result
+
+
+if __name__ == "__main__":
+    main()
