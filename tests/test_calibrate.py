@@ -47,10 +47,15 @@ def test_model_and_cluster_file(calibrated: Path) -> None:
 
 
 def test_second_run_measures_only_what_is_missing(calibrated: Path) -> None:
+    model = calibrated / "host-cpu.msgpack"
+    before = (model.stat().st_mtime_ns, model.read_bytes())
     assert main([*ARGV, "--out", str(calibrated)]) == 0
     report = json.loads((calibrated / "report.json").read_text())
     (graph,) = report["measured"]
     assert graph["measured"] == [] and len(graph["skipped"]) == 1
+    # Nothing new measured, same settings: the model is kept, not trained again.
+    assert (model.stat().st_mtime_ns, model.read_bytes()) == before
+    assert report["meta"]["steps"] == 5
 
 
 def test_refuses_what_it_cannot_measure(tmp_path: Path, capsys) -> None:

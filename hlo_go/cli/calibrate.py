@@ -14,7 +14,9 @@ Three steps, each logged:
    under ``DIR/kernels``, resumable: a second run measures only what is missing);
 2. **train** the learned kernel cost model on the training families and judge it on
    the held-out ones (:func:`hlo_go.calibration.train_kernel_model.fit`), written to
-   ``DIR/host-cpu.msgpack``;
+   ``DIR/host-cpu.msgpack`` (kept as it is when this run measured nothing new and it was
+   trained on this folder with the same ``--heldout``, ``--steps`` and ``--seed``;
+   ``--retrain`` trains it again);
 3. **write** ``DIR/host-cpu-N.json``: the ``host-cpu-N`` preset with that model pricing
    its kernels, for ``--cluster`` of every other command, and ``DIR/report.json``.
 """
@@ -84,6 +86,30 @@ def _report_table(meta: dict[str, Any]) -> Table:
     return table
 
 
+def _reusable_model(
+    path: Path, data: Path, args: argparse.Namespace, results: list[dict[str, Any]]
+) -> Any:
+    """The model at ``path`` when this run measured nothing new and it was trained on
+    ``data`` with the same held-out families, steps and seed (training again would give
+    it back), else None."""
+    from hlo_go.sim.learned import KernelModelError, read_kernel_model
+
+    if any(r.get("measured") for r in results) or not path.is_file():
+        return None
+    try:
+        model = read_kernel_model(path)
+    except KernelModelError:
+        return None
+    meta = model.meta or {}
+    same = (
+        meta.get("dataset") == str(data)
+        and meta.get("heldout_families") == sorted(args.heldout)
+        and meta.get("steps") == args.steps
+        and meta.get("seed") == args.seed
+    )
+    return model if same else None
+
+
 def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
     """Runs ``calibrate``; 0, or 1 when a graph failed to measure or nothing trained."""
     from hlo_go.calibration.kernel_dataset import generate
@@ -108,13 +134,20 @@ def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
     failed = [r for r in results if "error" in r or r.get("failed")]
     for r in failed:
         console.print(f"[red]{r['graph']}: {r.get('error') or r.get('failed')}[/red]")
-    _log.info("training on %s (held out: %s)", data, ", ".join(args.heldout) or "none")
-    try:
-        model = fit(data, args.heldout, steps=args.steps, seed=args.seed)
-    except FitError as error:
-        console.print(f"[red]error:[/red] {error}")
-        return EXIT_FAILED
-    model_path = save_kernel_model(out / MODEL_FILE, model)
+    model = (
+        None if args.retrain or failed else _reusable_model(out / MODEL_FILE, data, args, results)
+    )
+    if model is not None:
+        _log.info("nothing new measured: keeping %s (--retrain trains it again)", out / MODEL_FILE)
+        model_path = out / MODEL_FILE
+    else:
+        _log.info("training on %s (held out: %s)", data, ", ".join(args.heldout) or "none")
+        try:
+            model = fit(data, args.heldout, steps=args.steps, seed=args.seed)
+        except FitError as error:
+            console.print(f"[red]error:[/red] {error}")
+            return EXIT_FAILED
+        model_path = save_kernel_model(out / MODEL_FILE, model)
     cluster = host_cpu(args.cores, kernel_model=str(model_path.resolve()))
     cluster_path = out / f"{cluster.name}.json"
     cluster_path.write_text(json.dumps(cluster_to_dict(cluster), indent=1))
@@ -192,4 +225,9 @@ def add_command(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None
         help="cores of the host-cpu-N cluster file (default 1)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the random variants and training")
+    p.add_argument(
+        "--retrain",
+        action="store_true",
+        help="train the model again even when this run measured nothing new",
+    )
     p.set_defaults(func=cmd_calibrate)
