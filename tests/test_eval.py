@@ -91,6 +91,7 @@ def _run(capsys, *argv: str) -> tuple[int, str]:
     return code, captured.out + captured.err
 
 
+@pytest.mark.slow  # a sweep over every kind of input; test_measure covers eval on 3.12
 def test_every_input_gets_a_row_and_errors_have_reasons(inputs, checkpoint, tmp_path, capsys):
     out = tmp_path / "out"
     sources = [inputs[k] for k in ("small", "syntax", "empty", "binary", "missing", "folder")]
