@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from hlo_go import baselines
-from hlo_go.baselines.search import SEARCH_TASKS
+from hlo_go.baselines.search import search_tasks_for
 from hlo_go.decisions import Decisions
 from hlo_go.errors import HloGoError
 from hlo_go.graph import OpGraph
@@ -76,7 +76,7 @@ def searched_tasks(cluster: Cluster) -> tuple[str, ...]:
     Returns:
       ``("fusion",)`` on one device, else placement, scheduling and fusion.
     """
-    return ("fusion",) if len(cluster.devices) == 1 else SEARCH_TASKS
+    return search_tasks_for(cluster)
 
 
 def is_policy(name: str) -> bool:

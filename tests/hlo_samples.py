@@ -558,9 +558,10 @@ MULTI_DEVICE: frozenset[str] = frozenset({"collectives"})
 # ``tests/conftest.py`` may turn XLA:CPU's fusion emitters off to compile faster; that also
 # changes XLA's own pipeline (scatters become while loops, lone ops stay unwrapped), so the
 # "optimized" stage is compiled with XLA's default emitters, as users' modules are.
+EMITTERS_OFF_FLAG = "--xla_cpu_use_fusion_emitters=false"
 XLA_DEFAULT_EMITTERS: dict[str, Any] = (
     {"xla_cpu_use_fusion_emitters": True}
-    if "--xla_cpu_use_fusion_emitters=false" in os.environ.get("XLA_FLAGS", "")
+    if EMITTERS_OFF_FLAG in os.environ.get("XLA_FLAGS", "")
     else {}
 )
 

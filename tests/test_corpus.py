@@ -15,6 +15,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from hlo_samples import EMITTERS_OFF_FLAG
 
 from hlo_corpus.registry import all_workloads
 from hlo_go import corpus, corpus_build
@@ -154,7 +155,7 @@ def _build_with_xla_default_emitters(out_dir: Path) -> dict:
     """Builds :data:`SMALL` into ``out_dir`` in a child process with XLA:CPU's default kernel
     emitters, as the corpus was built; returns the new index. The suite may turn those
     emitters off (``tests/conftest.py``), which changes XLA's passes before fusion."""
-    flags = os.environ.get("XLA_FLAGS", "").replace("--xla_cpu_use_fusion_emitters=false", "")
+    flags = os.environ.get("XLA_FLAGS", "").replace(EMITTERS_OFF_FLAG, "")
     code = (
         "import json, pathlib, sys; from hlo_go import corpus_build; "
         "r = corpus_build.build([sys.argv[1]], progress=False, out_dir=pathlib.Path(sys.argv[2]));"

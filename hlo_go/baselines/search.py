@@ -77,6 +77,13 @@ SEARCH_TASKS: tuple[str, ...] = ("placement", "scheduling", "fusion")
 """The tasks a search can decide (:mod:`hlo_go.gonet`'s ``TASKS``, in that order)."""
 
 
+def search_tasks_for(cluster: Cluster) -> tuple[str, ...]:
+    """The tasks worth searching on ``cluster``: on one device the simulator runs one
+    kernel at a time and moves nothing between devices, so the order of the entry changes
+    no simulated step time (only memory), and only fusion is searched; else all three."""
+    return ("fusion",) if len(cluster.devices) == 1 else SEARCH_TASKS
+
+
 class SearchSpace:
     """The random-key encoding of a graph's decisions on a cluster (module docstring).
 

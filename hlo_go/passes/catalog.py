@@ -153,7 +153,9 @@ class PassAction:
     description: str
 
 
-def _entries_of(spec: PassSpec, pass_name: str, pipeline: tuple[PipelinePass, ...]):
+def _entries_of(
+    spec: PassSpec, pass_name: str, pipeline: tuple[PipelinePass, ...]
+) -> list[PipelinePass]:
     return [
         p
         for p in pipeline

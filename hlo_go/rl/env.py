@@ -106,15 +106,7 @@ class GraphEnv:
             self.set_prior(prior.validate(graph, cluster.num_devices))
             self.prior_time = float(simulate(graph, cluster, self.prior).step_time)
         self._bin_values = bin_values(bins)
-        self.fixed_actions: dict[str, np.ndarray] = {
-            "placement": self.inputs.to_positions(self.fixed.placement.astype(np.int32)),
-            "scheduling": self.inputs.to_positions(
-                priorities_to_bins(self.fixed.schedule_priority, bins)
-            ),
-            "fusion": self.inputs.to_positions(
-                priorities_to_bins(self.fixed.fusion_priority, bins)
-            ),
-        }
+        self.fixed_actions: dict[str, np.ndarray] = self.positions_of(self.fixed)
         if reference_time is None:
             reference_time = simulate(graph, cluster, Decisions.default(graph)).step_time
         if not reference_time > 0:
@@ -154,6 +146,16 @@ class GraphEnv:
         self.set_prior(self.best)
         self.prior_time = self.best_time
         return True
+
+    def positions_of(self, decisions: Decisions) -> dict[str, np.ndarray]:
+        """Per-position actions of every task for ``decisions``: each node's device, and its
+        priorities' nearest bins (the inverse of :meth:`decisions` up to the bins)."""
+        to_positions, bins = self.inputs.to_positions, self._bins
+        return {
+            "placement": to_positions(np.asarray(decisions.placement, np.int32)),
+            "scheduling": to_positions(priorities_to_bins(decisions.schedule_priority, bins)),
+            "fusion": to_positions(priorities_to_bins(decisions.fusion_priority, bins)),
+        }
 
     @property
     def priority_bins(self) -> int:

@@ -41,7 +41,6 @@ from tqdm.auto import tqdm
 
 from hlo_go.decisions import Decisions
 from hlo_go.gonet import TASKS, GONetwork, PolicyConfig
-from hlo_go.gonet.actions import priorities_to_bins
 from hlo_go.graph import OpGraph
 from hlo_go.rl.agent import GOAgent, decision_weights
 from hlo_go.rl.checkpoint import (
@@ -90,14 +89,7 @@ def teacher_actions(env: GraphEnv, decisions: Decisions) -> dict[str, np.ndarray
     Raises:
       hlo_go.decisions.DecisionsError: decisions invalid for the graph and cluster.
     """
-    decisions = decisions.validate(env.graph, env.num_devices)
-    bins = env.priority_bins
-    inputs = env.inputs
-    own = {
-        "placement": inputs.to_positions(np.asarray(decisions.placement, np.int32)),
-        "scheduling": inputs.to_positions(priorities_to_bins(decisions.schedule_priority, bins)),
-        "fusion": inputs.to_positions(priorities_to_bins(decisions.fusion_priority, bins)),
-    }
+    own = env.positions_of(decisions.validate(env.graph, env.num_devices))
     return {
         t: (own[t] if t in env.tasks else np.asarray(env.fixed_actions[t])).astype(np.int32)
         for t in TASKS

@@ -11,7 +11,7 @@ from the fastest standard heuristic on that graph and cluster (the one
 slower than that start (the heuristic's decisions are kept where the search did not
 beat them). On one device the simulated step time does not depend on the order, so
 there the search decides fusion only and keeps the heuristic's schedule (as the
-``searched`` method does, :func:`hlo_go.methods.searched_tasks`).
+``searched`` method does, :func:`hlo_go.baselines.search.search_tasks_for`).
 
 :func:`make_teachers` runs many jobs and keeps one small ``.npz`` file per finished job
 in a store directory, named by a hash of the job's fields and :data:`STORE_VERSION`.
@@ -39,11 +39,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from hlo_go.baselines.search import SEARCH_TASKS, run_search, score
+from hlo_go.baselines.search import run_search, score, search_tasks_for
 from hlo_go.decisions import Decisions
 from hlo_go.errors import HloGoError
 from hlo_go.graph import OpGraph
-from hlo_go.sim import Cluster, get_cluster, simulate
+from hlo_go.sim import get_cluster, simulate
 
 logger = logging.getLogger(__name__)
 
@@ -164,11 +164,6 @@ def job_graph(job: TeacherJob, graphs: Mapping[str, OpGraph] | None = None) -> O
     return build_graph(corpus.load(job.graph, "prefusion"))
 
 
-def _search_tasks(cluster: Cluster) -> tuple[str, ...]:
-    """Fusion only on one device (the order changes no simulated time there), else all."""
-    return ("fusion",) if cluster.num_devices == 1 else SEARCH_TASKS
-
-
 def _unit_scale(priority: np.ndarray) -> np.ndarray:
     """Non-negative priorities divided by their largest (same order, same zeros)."""
     priority = np.asarray(priority, np.float64)
@@ -202,7 +197,7 @@ def run_teacher(job: TeacherJob, graph: OpGraph | None = None) -> Teacher:
         budget=int(job.evaluations),
         seed=int(job.seed),
         start=[start],
-        tasks=_search_tasks(cluster),
+        tasks=search_tasks_for(cluster),
         fixed=start,
     )
     found = result.best.validate(graph, cluster.num_devices)
@@ -261,9 +256,7 @@ def save_teacher(store: str | Path, teacher: Teacher) -> Path:
         np.savez(
             handle,
             meta=np.asarray(json.dumps(meta, sort_keys=True)),
-            placement=np.asarray(teacher.decisions.placement, np.int32),
-            schedule_priority=np.asarray(teacher.decisions.schedule_priority, np.float32),
-            fusion_priority=np.asarray(teacher.decisions.fusion_priority, np.float32),
+            **teacher.decisions.arrays(),
         )
     os.replace(tmp, target)
     return target
