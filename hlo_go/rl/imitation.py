@@ -222,11 +222,18 @@ def teacher_agreement(agent: GOAgent, params: Params, example: Example) -> dict[
       params: the parameters.
       example: the (graph, cluster) and its teacher's actions.
     """
-    greedy = {t: a[0] for t, a in agent.greedy(params, example.env).items()}
+    return _agreement(agent.greedy(params, example.env), example, agent.tasks)
+
+
+def _agreement(
+    greedy: Mapping[str, np.ndarray], example: Example, tasks: Sequence[str]
+) -> dict[str, float]:
+    """:func:`teacher_agreement` of given greedy actions (``[1, P]`` per task)."""
+    greedy = {t: a[0] for t, a in greedy.items()}
     size = example.env.inputs.bucket[0]
     out: dict[str, float] = {}
     hits = total = 0.0
-    for i, task in enumerate(agent.tasks):
+    for i, task in enumerate(tasks):
         w = example.weights[i * size : (i + 1) * size]
         same = (greedy[task] == example.actions[task]).astype(np.float32)
         out[task] = float((same * w).sum() / max(w.sum(), 1.0))
@@ -497,9 +504,10 @@ def train_imitation(
         bar.close()
         if log is not None:
             log.close()
-    by_task = {e.label: teacher_agreement(agent, params, e) for e in examples}
+    greedy = {e.label: agent.greedy(params, e.env) for e in examples}  # one decode each
+    by_task = {e.label: _agreement(greedy[e.label], e, agent.tasks) for e in examples}
     step_times = {
-        e.label: float(e.env.score(e.env.decisions(agent.greedy(params, e.env))).step_times[0])
+        e.label: float(e.env.score(e.env.decisions(greedy[e.label])).step_times[0])
         for e in examples
     }
     for e in examples:
