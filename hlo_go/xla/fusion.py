@@ -117,9 +117,10 @@ def apply_fusion(
     replacement: dict[str, tuple[str, int | None]] = {}  # member -> (fusion name, tuple index)
     fusion_instrs: dict[int, HloInstruction] = {}
     gte_instrs: dict[int, list[HloInstruction]] = {}
+    entry_index = {i.name: k for k, i in enumerate(entry.instructions)}
     for gi, group in enumerate(groups):
         members = set(group)
-        ordered = [i for i in entry.instructions if i.name in members]
+        ordered = [entry.instructions[k] for k in sorted(entry_index[n] for n in members)]
         inputs = list(dict.fromkeys(o for i in ordered for o in i.operands if o not in members))
         outputs = [
             i.name
