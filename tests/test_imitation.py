@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from hlo_go.baselines.search import run_search, search_tasks_for
 from hlo_go.gonet import TASKS, PolicyConfig
 from hlo_go.graph import build_graph
 from hlo_go.hlo import load_hlo
@@ -37,6 +38,7 @@ from hlo_go.rl import teachers as teachers_module
 from hlo_go.rl.agent import decision_weights
 from hlo_go.rl.checkpoint import ResumeMismatchError
 from hlo_go.rl.compare import best, run_baselines
+from hlo_go.rl.teachers import REVERT_BUDGET, REVERT_TOLERANCE, revert_needless_changes
 from hlo_go.sim import get_cluster, simulate
 
 # The experiments' quick policy: the tests are about the machinery, not the network's size.
@@ -108,6 +110,7 @@ def test_store_round_trip_and_resume(teachers, graphs, store, monkeypatch):
         assert new.step_time == old.step_time
         assert new.best_heuristic == old.best_heuristic
         assert new.evaluations == old.evaluations
+        assert (new.changes, new.reverted) == (old.changes, old.reverted)
         assert new.graph_fingerprint == graphs[old.job.graph].fingerprint
         for field in ("placement", "schedule_priority", "fusion_priority"):
             np.testing.assert_array_equal(
@@ -156,7 +159,8 @@ def test_teacher_never_slower_than_best_heuristic(teachers, graphs):
         assert float(result.step_time) == teacher.step_time
         assert teacher.step_time <= teacher.best_heuristic_time
         assert not teacher.oom
-        assert teacher.evaluations == EVALUATIONS
+        # the search's evaluations, then those of taking back needless changes
+        assert EVALUATIONS <= teacher.evaluations <= EVALUATIONS * (1 + REVERT_BUDGET)
         assert np.all(
             (teacher.decisions.schedule_priority >= 0) & (teacher.decisions.schedule_priority <= 1)
         )
@@ -166,6 +170,41 @@ def test_teacher_never_slower_than_best_heuristic(teachers, graphs):
     # A budget of one evaluation is the start alone: the heuristic's decisions exactly.
     only = run_teacher(TeacherJob("cnn", "v100x4", evaluations=1), graphs["cnn"])
     assert only.step_time == only.best_heuristic_time
+
+
+def test_needless_changes_are_taken_back_and_needed_ones_kept(teachers, graphs):
+    from hlo_go.baselines.search import score
+    from hlo_go.rl.prior import BEST, prior_decisions
+
+    graph = graphs["cnn"]
+    # On one device the order does not change the step: every schedule change is needless.
+    one = get_cluster("host-cpu-1")
+    _, start = prior_decisions(graph, one, BEST)
+    start = start.validate(graph, 1)
+    rng = np.random.default_rng(0)
+    shuffled = start._replace(
+        schedule_priority=rng.random(graph.num_nodes).astype(np.float32)
+    ).for_graph(graph)
+    back, reverts = revert_needless_changes(graph, one, shuffled, start)
+    assert reverts.kept == 0 and reverts.reverted > 0
+    np.testing.assert_array_equal(back.schedule_priority, start.schedule_priority)
+    # Nothing changed: nothing to try.
+    same, none = revert_needless_changes(graph, one, start, start)
+    assert none == (0, 0, 0)
+    np.testing.assert_array_equal(same.fusion_priority, start.fusion_priority)
+    # A search's result on four devices: never slower than it beyond the tolerance, and
+    # what made it faster than the heuristic is kept.
+    four = get_cluster("v100x4")
+    _, start = prior_decisions(graph, four, BEST)
+    start = start.validate(graph, 4)
+    found = run_search(graph, four, "simulated-annealing", budget=200, seed=1, start=[start],
+                       tasks=search_tasks_for(four), fixed=start).best.validate(graph, 4)  # fmt: skip
+    mine, reverts = revert_needless_changes(graph, four, found, start)
+    t_found, t_mine = (score(simulate(graph, four, d)) for d in (found, mine))
+    assert t_mine <= t_found * (1 + REVERT_TOLERANCE)
+    if t_found * (1 + REVERT_TOLERANCE) < score(simulate(graph, four, start)):
+        assert reverts.kept > 0
+    assert reverts.evaluations <= 2000
 
 
 # -- imitation -----------------------------------------------------------------------------

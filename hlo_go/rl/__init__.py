@@ -14,6 +14,8 @@ Public names::
                                                             search teachers per (graph, cluster),
                                                             stored and resumable
     save_teacher, load_teacher, TeacherStoreError, TeacherJobError, STORE_VERSION
+    revert_needless_changes(graph, cluster, found, start) -> (Decisions, Reverts)
+                                                            a search's result less its needless changes
     train_imitation(teachers, config, *, steps) -> ImitationResult
                                                             imitation pre-training on teachers
     teacher_actions, teacher_agreement, imitation_loss, Imitator, make_examples
@@ -71,12 +73,14 @@ from hlo_go.rl.ppo import (
 from hlo_go.rl.reward import RewardConfig, memory_ratio, reward, rewards
 from hlo_go.rl.teachers import (
     STORE_VERSION,
+    Reverts,
     Teacher,
     TeacherJob,
     TeacherJobError,
     TeacherStoreError,
     load_teacher,
     make_teachers,
+    revert_needless_changes,
     run_teacher,
     save_teacher,
 )
@@ -111,6 +115,7 @@ __all__ = [
     "MetricsLogger",
     "PPOBatch",
     "PPOConfig",
+    "Reverts",
     "RewardConfig",
     "Scores",
     "Teacher",
@@ -145,6 +150,7 @@ __all__ = [
     "pretrain",
     "read_events",
     "read_metrics",
+    "revert_needless_changes",
     "reward",
     "rewards",
     "run_teacher",

@@ -13,6 +13,12 @@ beat them). On one device the simulated step time does not depend on the order, 
 there the search decides fusion only and keeps the heuristic's schedule (as the
 ``searched`` method does, :func:`hlo_go.baselines.search.search_tasks_for`).
 
+A search changes many decisions that do not matter (a node moved to another device and
+back in effect, a priority that orders nothing): as imitation targets they are noise.
+:func:`revert_needless_changes` then takes back every change from the heuristic that the
+step time does not need (within :data:`REVERT_TOLERANCE`), so a teacher is the heuristic
+plus the changes that make it faster.
+
 :func:`make_teachers` runs many jobs and keeps one small ``.npz`` file per finished job
 in a store directory, named by a hash of the job's fields and :data:`STORE_VERSION`.
 Jobs already stored are loaded, not rerun, so a killed run resumes where it stopped; the
@@ -24,6 +30,7 @@ store).
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import dataclasses
 import hashlib
@@ -47,7 +54,7 @@ from hlo_go.sim import get_cluster, simulate
 
 logger = logging.getLogger(__name__)
 
-STORE_VERSION = 1
+STORE_VERSION = 2
 """Version of the teacher store's files; part of every file's name and contents."""
 
 STORE_FORMAT = "hlo-go-teacher"
@@ -55,6 +62,13 @@ STORE_FORMAT = "hlo-go-teacher"
 
 TEACHER_METHODS: tuple[str, ...] = ("simulated-annealing", "evolutionary")
 """The searches a teacher may run."""
+
+REVERT_BUDGET = 4
+"""Simulations :func:`revert_needless_changes` may run, per evaluation of the search."""
+
+REVERT_TOLERANCE = 1e-3
+"""How much slower (relative) than the search's result a teacher may get by taking back
+changes (:func:`revert_needless_changes`)."""
 
 
 class TeacherStoreError(ValueError, HloGoError):
@@ -127,10 +141,13 @@ class Teacher(NamedTuple):
       step_time: their simulated step time, seconds.
       best_heuristic: the name of the fastest standard heuristic, the search's start.
       best_heuristic_time: its simulated step time (``step_time`` is never above it).
-      evaluations: simulator evaluations the search made.
+      evaluations: simulator evaluations the search and the reverts made.
       seconds: wall-clock seconds of the job (heuristics and search).
       oom: whether the decisions run out of memory.
       graph_fingerprint: :attr:`hlo_go.graph.OpGraph.fingerprint` of the graph.
+      changes: decisions (a colocation group's device, a node's schedule or fusion
+        priority) that differ from the best heuristic's.
+      reverted: changes of the search taken back (:func:`revert_needless_changes`).
     """
 
     job: TeacherJob
@@ -142,6 +159,8 @@ class Teacher(NamedTuple):
     seconds: float
     oom: bool
     graph_fingerprint: str
+    changes: int = 0
+    reverted: int = 0
 
     @property
     def speedup(self) -> float:
@@ -202,6 +221,18 @@ def run_teacher(job: TeacherJob, graph: OpGraph | None = None) -> Teacher:
     )
     found = result.best.validate(graph, cluster.num_devices)
     found_result = simulate(graph, cluster, found)
+    changes = reverted = 0
+    evaluations = int(result.evaluations)
+    if score(found_result) < score(start_result):
+        found, reverts = revert_needless_changes(
+            graph, cluster, found, start, budget=REVERT_BUDGET * int(job.evaluations)
+        )
+        found_result = simulate(graph, cluster, found)
+        changes, reverted, evaluations = (
+            reverts.kept,
+            reverts.reverted,
+            evaluations + reverts.evaluations,
+        )
     if score(found_result) < score(start_result):
         decisions, sim = (
             Decisions(
@@ -212,18 +243,112 @@ def run_teacher(job: TeacherJob, graph: OpGraph | None = None) -> Teacher:
             found_result,
         )
     else:
-        decisions, sim = start, start_result
+        decisions, sim, changes = start, start_result, 0
     return Teacher(
         job,
         decisions,
         float(sim.step_time),
         heuristic,
         float(start_result.step_time),
-        int(result.evaluations),
+        evaluations,
         time.perf_counter() - began,
         bool(sim.oom),
         graph.fingerprint,
+        changes,
+        reverted,
     )
+
+
+class Reverts(NamedTuple):
+    """What :func:`revert_needless_changes` did.
+
+    Attributes:
+      kept: changes left (each a colocation group's device or a node's priority).
+      reverted: changes taken back.
+      evaluations: simulations it ran.
+    """
+
+    kept: int
+    reverted: int
+    evaluations: int
+
+
+def _changes(graph: OpGraph, found: Decisions, start: Decisions) -> list[tuple[str, np.ndarray]]:
+    """The decisions ``found`` changed from ``start``, as ``(field, nodes)``: a whole
+    colocation group's device, or one node's schedule or fusion priority."""
+    group = np.asarray(graph.colocation_group)
+    out: list[tuple[str, np.ndarray]] = []
+    moved = np.flatnonzero(np.asarray(found.placement) != np.asarray(start.placement))
+    if moved.size:
+        order = np.argsort(group, kind="stable")
+        bounds = np.searchsorted(group[order], np.unique(group[moved]))
+        ends = np.searchsorted(group[order], np.unique(group[moved]), side="right")
+        out += [("placement", order[a:b]) for a, b in zip(bounds, ends, strict=True)]
+    for field in ("schedule_priority", "fusion_priority"):
+        differ = np.flatnonzero(
+            np.asarray(getattr(found, field)) != np.asarray(getattr(start, field))
+        )
+        out += [(field, np.array([i])) for i in differ]
+    return out
+
+
+def revert_needless_changes(
+    graph: OpGraph,
+    cluster: Any,
+    found: Decisions,
+    start: Decisions,
+    *,
+    tolerance: float = REVERT_TOLERANCE,
+    budget: int = 2000,
+) -> tuple[Decisions, Reverts]:
+    """``found`` with the changes from ``start`` it does not need taken back.
+
+    A change is a colocation group's device or one node's schedule or fusion priority
+    that differs. Changes are tried in blocks (eight per field to start with, in node
+    order): a
+    block whose reversal keeps the search objective (:func:`hlo_go.baselines.search.score`)
+    within ``1 + tolerance`` of ``found``'s is taken back whole; otherwise it is halved
+    and each half tried, down to single changes (as delta debugging does). What is left
+    when ``budget`` simulations are spent is kept.
+
+    Args:
+      graph: the graph.
+      cluster: the cluster the decisions are for.
+      found: a search's decisions.
+      start: the decisions the search started from (the best heuristic's).
+      tolerance: how much slower than ``found`` the result may be, relative.
+      budget: most simulations to run.
+
+    Returns:
+      ``(decisions, Reverts)``: never slower than ``found`` by more than ``tolerance``.
+    """
+    changes = _changes(graph, found, start)
+    bound = score(simulate(graph, cluster, found)) * (1.0 + tolerance)
+    arrays = {
+        f: np.array(getattr(found, f))
+        for f in ("placement", "schedule_priority", "fusion_priority")
+    }
+    origin = {f: np.asarray(getattr(start, f)) for f in arrays}
+    blocks: collections.deque[list[int]] = collections.deque()
+    for field in arrays:  # each field's changes in eight blocks to start with
+        mine = [k for k, (f, _) in enumerate(changes) if f == field]
+        size = max(1, -(-len(mine) // 8))
+        blocks.extend(mine[i : i + size] for i in range(0, len(mine), size))
+    reverted = evaluations = 0
+    while blocks and evaluations < budget:
+        block = blocks.popleft()
+        trial = {f: a.copy() for f, a in arrays.items()}
+        for k in block:
+            field, nodes = changes[k]
+            trial[field][nodes] = origin[field][nodes]
+        evaluations += 1
+        if score(simulate(graph, cluster, Decisions(**trial).for_graph(graph))) <= bound:
+            arrays, reverted = trial, reverted + len(block)
+        elif len(block) > 1:
+            half = len(block) // 2
+            blocks.extendleft([block[half:], block[:half]])
+    decisions = Decisions(**arrays).for_graph(graph)
+    return decisions, Reverts(len(changes) - reverted, reverted, evaluations)
 
 
 # -- the store ---------------------------------------------------------------------------
@@ -250,6 +375,8 @@ def save_teacher(store: str | Path, teacher: Teacher) -> Path:
         "oom": teacher.oom,
         "graph_fingerprint": teacher.graph_fingerprint,
         "num_nodes": int(np.shape(teacher.decisions.placement)[0]),
+        "changes": teacher.changes,
+        "reverted": teacher.reverted,
     }
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     with open(tmp, "wb") as handle:
@@ -306,6 +433,7 @@ def load_teacher(path: str | Path, job: TeacherJob | None = None) -> Teacher:
             float(meta["step_time"]), str(meta["best_heuristic"]),
             float(meta["best_heuristic_time"]), int(meta["evaluations"]),
             float(meta["seconds"]), bool(meta["oom"]), str(meta["graph_fingerprint"]),
+            int(meta["changes"]), int(meta["reverted"]),
         )  # fmt: skip
     except (KeyError, TypeError, ValueError) as error:
         raise refuse(f"incomplete teacher metadata ({type(error).__name__}: {error})") from None
@@ -313,12 +441,8 @@ def load_teacher(path: str | Path, job: TeacherJob | None = None) -> Teacher:
         raise refuse(f"it holds job {stored}, not {job}")
     if any(a.shape != (n,) for a in arrays.values()):
         raise refuse(f"decision arrays of shapes {[a.shape for a in arrays.values()]}, not ({n},)")
-    step_time, heuristic, heuristic_time, evaluations, seconds, oom, fingerprint = fields
-    decisions = Decisions(**arrays, graph_fingerprint=fingerprint)
-    return Teacher(
-        stored, decisions, step_time, heuristic, heuristic_time, evaluations, seconds, oom,
-        fingerprint,
-    )  # fmt: skip
+    decisions = Decisions(**arrays, graph_fingerprint=fields[6])
+    return Teacher(stored, decisions, *fields)
 
 
 def check_teacher_graph(teacher: Teacher, graph: OpGraph) -> None:
