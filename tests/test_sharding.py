@@ -221,6 +221,7 @@ def test_methods_compile_and_match_unsharded(mlp, method):
     )
 
 
+@pytest.mark.slow  # about 30-60 s; the Python 3.12 CI run leaves it out
 def test_corpus_graph_dp_and_greedy_match_unsharded():
     from hlo_go import corpus
 
@@ -315,6 +316,7 @@ def test_bad_choice_is_named(mlp):
 # --- the command --------------------------------------------------------------------
 
 
+@pytest.mark.slow  # about 30-60 s; the Python 3.12 CI run leaves it out
 def test_cli_shard_json(tmp_path, capsys):
     path = tmp_path / "mlp.hlo"
     path.write_text(_mlp_text())
