@@ -164,3 +164,18 @@ def test_jax_jit_parity_and_explain(tmp_path):
     assert text.count("signature (float32[4096], static 3)") == 1
     assert text.count("another transformation") == 1
     assert "Options(" not in repr(f) and "Options(" not in text
+
+
+def test_a_long_signature_is_elided_in_the_log_line_and_whole_in_explain():
+    signature = "({" + ", ".join(f"p{i}: float32[8, 8]" for i in range(400)) + "},)"
+    record = Record(signature, JAX_JIT, "fell back: lowering failed")
+    logged = record.describe(signature_chars=100).splitlines()[0]
+    assert logged.startswith("signature ({p0: float32[8, 8]")
+    assert f"...({len(signature) - 100} characters)..." in logged and len(logged) < 200
+    assert logged.endswith(f"{signature[-50:]}: kept {JAX_JIT} ({record.source})")
+    assert (
+        record.describe().splitlines()[0]
+        == f"signature {signature}: kept {JAX_JIT} ({record.source})"
+    )
+    short = Record("(float32[3],)", JAX_JIT, "x")
+    assert short.describe(signature_chars=100) == short.describe()

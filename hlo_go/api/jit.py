@@ -94,6 +94,11 @@ ONE_CALL_TIMING_S = 0.5
 # The reason of every signature first seen under another transformation.
 TRACED = "called under a jax transformation (traced): jax.jit's tracing is used"
 
+LOGGED_SIGNATURE_CHARS = 400
+"""The log line of a decision shows this much of a long signature (a model's parameter
+pytree can run to tens of thousands of characters); :meth:`OptimizedFunction.explain`
+shows it whole."""
+
 
 class _Entry(NamedTuple):
     call: Callable[..., Any]
@@ -248,7 +253,7 @@ class OptimizedFunction:
             logging.WARNING if self.options.verbose else logging.INFO,
             "hlo_go.jit(%s) %s",
             self._name,
-            entry.record.describe(),
+            entry.record.describe(signature_chars=LOGGED_SIGNATURE_CHARS),
         )
         return self._keep(key, entry)
 

@@ -81,9 +81,19 @@ class Record(NamedTuple):
         """JSON-friendly fields (the disk cache's verdict file)."""
         return self._asdict()
 
-    def describe(self) -> str:
-        """A few lines a person reads: what was decided, measured and kept, and why."""
-        lines = [f"signature {self.signature}: kept {self.kept} ({self.source})"]
+    def describe(self, *, signature_chars: int | None = None) -> str:
+        """A few lines a person reads: what was decided, measured and kept, and why.
+
+        Args:
+          signature_chars: show at most this many characters of the signature (its start
+            and end, the elision said); None: the whole signature.
+        """
+        signature = self.signature
+        if signature_chars is not None and len(signature) > signature_chars:
+            half = max(1, signature_chars // 2)
+            cut = len(signature) - 2 * half
+            signature = f"{signature[:half]} ...({cut} characters)... {signature[-half:]}"
+        lines = [f"signature {signature}: kept {self.kept} ({self.source})"]
         if self.method:
             lines.append(f"  decided by: {self.method}")
         if self.candidates:
