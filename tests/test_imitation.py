@@ -38,7 +38,12 @@ from hlo_go.rl import teachers as teachers_module
 from hlo_go.rl.agent import decision_weights
 from hlo_go.rl.checkpoint import ResumeMismatchError
 from hlo_go.rl.compare import best, run_baselines
-from hlo_go.rl.teachers import REVERT_BUDGET, REVERT_TOLERANCE, revert_needless_changes
+from hlo_go.rl.teachers import (
+    CHANGED_BITS,
+    REVERT_BUDGET,
+    REVERT_TOLERANCE,
+    revert_needless_changes,
+)
 from hlo_go.sim import get_cluster, simulate
 
 # The experiments' quick policy: the tests are about the machinery, not the network's size.
@@ -111,6 +116,7 @@ def test_store_round_trip_and_resume(teachers, graphs, store, monkeypatch):
         assert new.best_heuristic == old.best_heuristic
         assert new.evaluations == old.evaluations
         assert (new.changes, new.reverted) == (old.changes, old.reverted)
+        np.testing.assert_array_equal(new.changed, old.changed)
         assert new.graph_fingerprint == graphs[old.job.graph].fingerprint
         for field in ("placement", "schedule_priority", "fusion_priority"):
             np.testing.assert_array_equal(
@@ -167,9 +173,13 @@ def test_teacher_never_slower_than_best_heuristic(teachers, graphs):
         assert np.all(
             (teacher.decisions.fusion_priority >= 0) & (teacher.decisions.fusion_priority <= 1)
         )
+        # the changed mask marks what differs from the heuristic: nothing when it won
+        assert teacher.changed.shape == (graph.num_nodes,)
+        assert bool(teacher.changed.any()) == (teacher.changes > 0)
     # A budget of one evaluation is the start alone: the heuristic's decisions exactly.
     only = run_teacher(TeacherJob("cnn", "v100x4", evaluations=1), graphs["cnn"])
     assert only.step_time == only.best_heuristic_time
+    assert not only.changed.any() and only.changes == 0
 
 
 def test_needless_changes_are_taken_back_and_needed_ones_kept(teachers, graphs):
@@ -208,6 +218,34 @@ def test_needless_changes_are_taken_back_and_needed_ones_kept(teachers, graphs):
 
 
 # -- imitation -----------------------------------------------------------------------------
+
+
+def test_changed_decisions_carry_their_share_of_the_loss(teachers, graphs):
+    teacher = teachers[0]
+    n = graphs["cnn"].num_nodes
+    changed = np.zeros(n, np.uint8)
+    changed[[1, 4, 9]] = CHANGED_BITS["fusion"]
+    changed[[2, 4]] |= CHANGED_BITS["scheduling"]
+    teacher = teacher._replace(changed=changed)
+    (example,) = make_examples([teacher], CONFIG, graphs=graphs, changed_share=0.25)
+    w, lw = example.weights, example.loss_weights
+    size = example.env.inputs.bucket[0]
+    task_of = np.repeat(np.arange(len(CONFIG.tasks)), size)
+    on = np.zeros_like(w, bool)
+    for i, task in enumerate(CONFIG.tasks):
+        if task in ("fusion", "scheduling"):
+            bit = CHANGED_BITS[task]
+            on[task_of == i] = example.env.inputs.to_positions((changed & bit) > 0)
+    assert on.sum() == 5 and np.all(w[on] > 0)
+    assert (lw[on] * 1.0).sum() / lw.sum() == pytest.approx(0.25, rel=1e-5)
+    np.testing.assert_array_equal(lw[~on], w[~on])  # the rest, padding included, as before
+    assert np.unique(lw[on]).size == 1  # changed decisions scaled alike
+    (plain,) = make_examples([teacher], CONFIG, graphs=graphs, changed_share=0.0)
+    np.testing.assert_array_equal(plain.loss_weights, plain.weights)
+    unknown = make_examples([teacher._replace(changed=None)], CONFIG, graphs=graphs)
+    np.testing.assert_array_equal(unknown[0].loss_weights, unknown[0].weights)
+    with pytest.raises(ValueError, match="share"):
+        make_examples([teacher], CONFIG, graphs=graphs, changed_share=1.0)
 
 
 def test_teacher_actions_invert_env_decisions(teachers, graphs):

@@ -18,7 +18,7 @@ Public names::
                                                             a search's result less its needless changes
     train_imitation(teachers, config, *, steps) -> ImitationResult
                                                             imitation pre-training on teachers
-    teacher_actions, teacher_agreement, imitation_loss, Imitator, make_examples
+    teacher_actions, teacher_agreement, imitation_loss, Imitator, make_examples, changed_weights
     TrainConfig, TrainResult, GraphResult, METRIC_COLUMNS, MAX_FINETUNE_STEPS
     GraphEnv, Scores, GOAgent, agent_for                    one graph on a cluster; the policy wired to PPO
     RewardConfig, reward, rewards, memory_ratio             -log(t / t_ref) with an OOM penalty
@@ -45,6 +45,7 @@ from hlo_go.rl.env import GraphEnv, Scores, check_tasks
 from hlo_go.rl.imitation import (
     ImitationResult,
     Imitator,
+    changed_weights,
     imitation_loss,
     make_examples,
     teacher_actions,
@@ -126,6 +127,7 @@ __all__ = [
     "TrainResult",
     "UpdateFn",
     "agent_for",
+    "changed_weights",
     "check_tasks",
     "clipped_surrogate",
     "data_parallel_pretrain",

@@ -11,7 +11,9 @@ scores its samples), by cross-entropy::
     L(θ) = − Σ_r w_r log π_θ(a*_r | G, D) / Σ_r w_r
 
 over the learned tasks' rows ``r``, with ``w_r`` as :meth:`hlo_go.rl.GOAgent.weights`
-gives them (0 for padding and for colocated nodes other than their group's leader).
+gives them (0 for padding and for colocated nodes other than their group's leader), the
+decisions the teacher changed from the best heuristic scaled up to carry
+:data:`CHANGED_SHARE` of the total (:func:`changed_weights`).
 One graph per Adam step; graphs of several clusters train one network (the device
 count ``D`` is an input; the parameters are built for ``config.max_devices``).
 
@@ -56,7 +58,7 @@ from hlo_go.rl.checkpoint import (
 from hlo_go.rl.config import TrainConfig
 from hlo_go.rl.env import GraphEnv
 from hlo_go.rl.metrics import MetricsLogger
-from hlo_go.rl.teachers import Teacher, check_teacher_graph, job_graph
+from hlo_go.rl.teachers import CHANGED_BITS, Teacher, check_teacher_graph, job_graph
 from hlo_go.rl.trainer import NonFiniteTrainingError, agent_for
 from hlo_go.sim import get_cluster
 
@@ -136,7 +138,10 @@ class Example(NamedTuple):
       teacher: its teacher.
       env: the graph on its cluster (no prior).
       actions: the teacher's per-position actions (:func:`teacher_actions`).
-      weights: which decisions count (:func:`hlo_go.rl.agent.decision_weights`).
+      weights: which decisions count (:func:`hlo_go.rl.agent.decision_weights`); the
+        teacher agreement weighs decisions by them.
+      loss_weights: the loss's weights (:func:`changed_weights`): ``weights`` with the
+        decisions the teacher changed from the heuristic weighing more.
     """
 
     label: str
@@ -144,6 +149,7 @@ class Example(NamedTuple):
     env: GraphEnv
     actions: dict[str, np.ndarray]
     weights: np.ndarray
+    loss_weights: np.ndarray
 
 
 class Imitator:
@@ -197,7 +203,11 @@ class Imitator:
         env = example.env
         return float(
             self._loss_jit(
-                params, env.inputs.graphs, self.devices(env), example.actions, example.weights
+                params,
+                env.inputs.graphs,
+                self.devices(env),
+                example.actions,
+                example.loss_weights,
             )
         )
 
@@ -208,7 +218,7 @@ class Imitator:
         env = example.env
         return self._step_jit(
             params, opt_state, env.inputs.graphs, self.devices(env), example.actions,
-            example.weights,
+            example.loss_weights,
         )  # fmt: skip
 
 
@@ -308,14 +318,56 @@ def _fastest_per_pair(teachers: Sequence[Teacher]) -> list[Teacher]:
     return list(chosen.values())
 
 
+CHANGED_SHARE = 0.5
+"""The share of an example's loss weight that the decisions its teacher changed from the
+best heuristic carry (:func:`changed_weights`)."""
+
+
+def changed_weights(
+    env: GraphEnv, teacher: Teacher, weights: np.ndarray, tasks: Sequence[str], share: float
+) -> np.ndarray:
+    """The loss's weights: ``weights``, with the decisions the teacher changed from the
+    best heuristic (:attr:`~hlo_go.rl.teachers.Teacher.changed`) scaled up alike so they
+    carry ``share`` of the total (a teacher is mostly the heuristic: unweighted, its few
+    changes, what makes it faster, are lost in the average).
+
+    ``weights`` as they are when the teacher changed nothing, its changes are not known,
+    or ``share`` is 0.
+
+    Args:
+      env: the example's environment.
+      teacher: its teacher.
+      weights: ``float32[len(tasks) * P]`` (:func:`hlo_go.rl.agent.decision_weights`).
+      tasks: the learned tasks, in canonical order.
+      share: in ``[0, 1)``.
+    """
+    if not 0.0 <= share < 1.0:
+        raise ValueError(f"the changed decisions' share must be in [0, 1), got {share}")
+    if teacher.changed is None or share == 0.0:
+        return weights
+    changed = np.concatenate(
+        [
+            env.inputs.to_positions((teacher.changed & CHANGED_BITS[t]) > 0).astype(np.float32)
+            for t in tasks
+        ]
+    )
+    on, off = float((weights * changed).sum()), float((weights * (1 - changed)).sum())
+    if on == 0.0 or off == 0.0:
+        return weights
+    boost = share / (1.0 - share) * off / on
+    return (weights * np.where(changed > 0, boost, 1.0)).astype(np.float32)
+
+
 def make_examples(
     teachers: Sequence[Teacher],
     config: TrainConfig,
     *,
     graphs: Mapping[str, OpGraph] | None = None,
+    changed_share: float = CHANGED_SHARE,
 ) -> list[Example]:
     """The (graph, cluster) examples of teachers: environments without a prior, the
-    teachers' actions and the decisions' weights.
+    teachers' actions and the decisions' weights (:func:`changed_weights` with
+    ``changed_share`` for the loss).
 
     Several teachers of one (graph, cluster) give one example, the fastest's.
 
@@ -346,7 +398,8 @@ def make_examples(
         )  # fmt: skip
         actions = teacher_actions(env, teacher.decisions)
         weights = decision_weights(env.inputs, config.tasks)
-        examples.append(Example(job.label, teacher, env, actions, weights))
+        loss_weights = changed_weights(env, teacher, weights, config.tasks, changed_share)
+        examples.append(Example(job.label, teacher, env, actions, weights, loss_weights))
     return examples
 
 
@@ -359,7 +412,12 @@ def _check_config(config: TrainConfig) -> None:
 
 
 def _meta(
-    examples: Sequence[Example], *, seed: int, learning_rate: float, max_grad_norm: float
+    examples: Sequence[Example],
+    *,
+    seed: int,
+    learning_rate: float,
+    max_grad_norm: float,
+    changed_share: float,
 ) -> dict[str, Any]:
     clusters = sorted({e.env.cluster.name for e in examples})
     return {
@@ -373,6 +431,7 @@ def _meta(
             "seed": int(seed),
             "learning_rate": float(learning_rate),
             "max_grad_norm": float(max_grad_norm),
+            "changed_share": float(changed_share),
         },
     }
 
@@ -417,6 +476,7 @@ def train_imitation(
     resume: bool = True,
     learning_rate: float = 1e-3,
     max_grad_norm: float = 1.0,
+    changed_share: float = CHANGED_SHARE,
 ) -> ImitationResult:
     """Trains the GO network to decide as the teachers did (module docstring).
 
@@ -437,6 +497,8 @@ def train_imitation(
         ResumeMismatchError otherwise).
       learning_rate: Adam's learning rate.
       max_grad_norm: global gradient-norm clip (0: none).
+      changed_share: the share of each example's loss weight on the decisions its
+        teacher changed from the best heuristic (:func:`changed_weights`; 0: all alike).
 
     Returns:
       The :class:`ImitationResult`.
@@ -448,13 +510,16 @@ def train_imitation(
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
     _check_config(config)
-    examples = make_examples(teachers, config, graphs=graphs)
+    examples = make_examples(teachers, config, graphs=graphs, changed_share=changed_share)
     imitator = imitator_for(config, learning_rate, max_grad_norm)
     optimizer = imitator.optimizer
     agent = agent_for(config)  # its greedy decode and init are PPO's (compiled once)
     params = agent.policy.init(jax.random.key(seed), examples[0].env.inputs, config.max_devices)
     opt_state = optimizer.init(params)
-    meta = _meta(examples, seed=seed, learning_rate=learning_rate, max_grad_norm=max_grad_norm)
+    meta = _meta(
+        examples, seed=seed, learning_rate=learning_rate, max_grad_norm=max_grad_norm,
+        changed_share=changed_share,
+    )  # fmt: skip
     out = Path(out_dir) if out_dir is not None else None
     start, elapsed = 0, 0.0
     if out is not None and resume and checkpoint_path(out).exists():

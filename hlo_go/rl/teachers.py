@@ -54,7 +54,7 @@ from hlo_go.sim import get_cluster, simulate
 
 logger = logging.getLogger(__name__)
 
-STORE_VERSION = 2
+STORE_VERSION = 3
 """Version of the teacher store's files; part of every file's name and contents."""
 
 STORE_FORMAT = "hlo-go-teacher"
@@ -62,6 +62,12 @@ STORE_FORMAT = "hlo-go-teacher"
 
 TEACHER_METHODS: tuple[str, ...] = ("simulated-annealing", "evolutionary")
 """The searches a teacher may run."""
+
+CHANGED_BITS: dict[str, int] = {"placement": 1, "scheduling": 2, "fusion": 4}
+"""Bits of :attr:`Teacher.changed`, by task."""
+
+_CHANGED_FIELDS = {"placement": "placement", "scheduling": "schedule_priority",
+                   "fusion": "fusion_priority"}  # fmt: skip
 
 REVERT_BUDGET = 4
 """Simulations :func:`revert_needless_changes` may run, per evaluation of the search."""
@@ -148,6 +154,9 @@ class Teacher(NamedTuple):
       changes: decisions (a colocation group's device, a node's schedule or fusion
         priority) that differ from the best heuristic's.
       reverted: changes of the search taken back (:func:`revert_needless_changes`).
+      changed: ``uint8[N]`` which of each node's decisions differ from the best
+        heuristic's: bit :data:`CHANGED_BITS` ``["placement"]`` (its colocation group's
+        device), ``["schedule"]``, ``["fusion"]`` (its priorities); None: not known.
     """
 
     job: TeacherJob
@@ -161,6 +170,7 @@ class Teacher(NamedTuple):
     graph_fingerprint: str
     changes: int = 0
     reverted: int = 0
+    changed: np.ndarray | None = None
 
     @property
     def speedup(self) -> float:
@@ -233,7 +243,11 @@ def run_teacher(job: TeacherJob, graph: OpGraph | None = None) -> Teacher:
             reverts.reverted,
             evaluations + reverts.evaluations,
         )
+    changed = np.zeros(graph.num_nodes, np.uint8)
     if score(found_result) < score(start_result):
+        for task, field in _CHANGED_FIELDS.items():  # raw arrays: before the unit scaling
+            differ = np.asarray(getattr(found, field)) != np.asarray(getattr(start, field))
+            changed[differ] |= CHANGED_BITS[task]
         decisions, sim = (
             Decisions(
                 found.placement,
@@ -256,6 +270,7 @@ def run_teacher(job: TeacherJob, graph: OpGraph | None = None) -> Teacher:
         graph.fingerprint,
         changes,
         reverted,
+        changed,
     )
 
 
@@ -384,6 +399,11 @@ def save_teacher(store: str | Path, teacher: Teacher) -> Path:
             handle,
             meta=np.asarray(json.dumps(meta, sort_keys=True)),
             **teacher.decisions.arrays(),
+            **(
+                {}
+                if teacher.changed is None
+                else {"changed": np.asarray(teacher.changed, np.uint8)}
+            ),
         )
     os.replace(tmp, target)
     return target
@@ -418,6 +438,7 @@ def load_teacher(path: str | Path, job: TeacherJob | None = None) -> Teacher:
                 "schedule_priority": np.asarray(data["schedule_priority"], np.float32),
                 "fusion_priority": np.asarray(data["fusion_priority"], np.float32),
             }
+            changed = np.asarray(data["changed"], np.uint8) if "changed" in data else None
         if not isinstance(meta, dict):
             raise TypeError("meta is not an object")
     except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as error:
@@ -441,8 +462,10 @@ def load_teacher(path: str | Path, job: TeacherJob | None = None) -> Teacher:
         raise refuse(f"it holds job {stored}, not {job}")
     if any(a.shape != (n,) for a in arrays.values()):
         raise refuse(f"decision arrays of shapes {[a.shape for a in arrays.values()]}, not ({n},)")
+    if changed is not None and changed.shape != (n,):
+        raise refuse(f"a changed mask of shape {changed.shape}, not ({n},)")
     decisions = Decisions(**arrays, graph_fingerprint=fields[6])
-    return Teacher(stored, decisions, *fields)
+    return Teacher(stored, decisions, *fields, changed)
 
 
 def check_teacher_graph(teacher: Teacher, graph: OpGraph) -> None:
