@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments import convergence, generalization, measured, multitask, placement
+from experiments import convergence, generalization, imitation, measured, multitask, placement
 
 
 def _outputs(out: Path, name: str) -> dict:
@@ -81,3 +81,26 @@ def test_measured_quick(tmp_path: Path):
     parts = {r["part"] for r in data["rows"]}
     assert parts == {"fusion+schedule (cpu)", "placement (virtual CPU devices)"}
     assert any(r["variant"] == "GO-one" and r.get("devices") == 2 for r in data["rows"])
+
+
+def test_imitation_quick(tmp_path: Path):
+    store = tmp_path / "teachers"
+    imitation.main(["--quick", "--out", str(tmp_path), "--store", str(store)])
+    data = _outputs(tmp_path, "imitation")
+    fold = data["folds"][0]
+    assert fold["family"] == "gnmt" and fold["imitation_steps"] == imitation.QUICK["steps"]
+    assert fold["training_graphs"] and not any(
+        g.startswith("gnmt") for g in fold["training_graphs"]
+    )
+    assert data["held_out_graphs"] == len(data["rows"]) >= 1
+    for row in data["rows"]:
+        assert row["family"] == "gnmt"
+        assert row["SA vs best heuristic"] >= 1.0  # a teacher never loses to its start
+        greedy, best_of = row["greedy vs best heuristic"], row["best of greedy+2 vs best heuristic"]
+        assert 0 < greedy <= best_of  # the best of greedy and samples includes greedy
+        assert row["fine-tuned best vs best heuristic"] > 0 and row["finetune_s"] > 0
+    assert math.isfinite(data["finetuned_vs_best_heuristic_geomean"])
+    # one stored teacher per (graph, cluster): the training graphs and the held-out ones
+    assert len(list(store.glob("teacher-*.npz"))) == len(fold["training_graphs"]) + len(
+        data["rows"]
+    )
