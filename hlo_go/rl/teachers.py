@@ -47,7 +47,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from hlo_go.baselines.search import run_search, score, search_tasks_for
-from hlo_go.decisions import Decisions
+from hlo_go.decisions import ARRAY_FIELDS, Decisions
 from hlo_go.errors import HloGoError
 from hlo_go.graph import OpGraph
 from hlo_go.sim import get_cluster, simulate
@@ -320,11 +320,10 @@ def revert_needless_changes(
 
     A change is a colocation group's device or one node's schedule or fusion priority
     that differs. Changes are tried in blocks (eight per field to start with, in node
-    order): a
-    block whose reversal keeps the search objective (:func:`hlo_go.baselines.search.score`)
-    within ``1 + tolerance`` of ``found``'s is taken back whole; otherwise it is halved
-    and each half tried, down to single changes (as delta debugging does). What is left
-    when ``budget`` simulations are spent is kept.
+    order): a block whose reversal keeps the search objective
+    (:func:`hlo_go.baselines.search.score`) within ``1 + tolerance`` of ``found``'s is
+    taken back whole; otherwise it is halved and each half tried, down to single changes
+    (as delta debugging does). What is left when ``budget`` simulations are spent is kept.
 
     Args:
       graph: the graph.
@@ -339,10 +338,7 @@ def revert_needless_changes(
     """
     changes = _changes(graph, found, start)
     bound = score(simulate(graph, cluster, found)) * (1.0 + tolerance)
-    arrays = {
-        f: np.array(getattr(found, f))
-        for f in ("placement", "schedule_priority", "fusion_priority")
-    }
+    arrays = {f: np.array(getattr(found, f)) for f in ARRAY_FIELDS}
     origin = {f: np.asarray(getattr(start, f)) for f in arrays}
     blocks: collections.deque[list[int]] = collections.deque()
     for field in arrays:  # each field's changes in eight blocks to start with
