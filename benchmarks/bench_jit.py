@@ -53,6 +53,9 @@ QUICK_CORPUS = ("rnnlm_l2_scan",)
 RESULTS_VERSION = 2
 # Comma-separated corpus graphs: a narrowed run (the results say so).
 GRAPHS_SETTING = "HLO_GO_JIT_GRAPHS"
+# A deciding process still running after this many seconds prints its Python stack to
+# stderr, and again each time as long again passes (where a long case spends its time).
+STACK_DUMP_EVERY_S = 900
 
 
 def _log(message: str) -> None:
@@ -199,11 +202,20 @@ def _copies(args: Any) -> Any:
 def decide_case(name: str, quick: bool, cache_dir: str) -> dict[str, Any]:
     """The decorated first call, its record, the output check and ``jax.jit``'s first call
     (run in a pinned process)."""
+    import faulthandler
+    import logging
+
     import jax
 
     import hlo_go
     from hlo_go.xla import outputs_match
 
+    # the decorator's progress lines, timestamped, on stderr
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("[%(asctime)s] %(message)s", "%H:%M:%S"))
+    logging.getLogger("hlo_go").addHandler(handler)
+    logging.getLogger("hlo_go").setLevel(logging.INFO)
+    faulthandler.dump_traceback_later(STACK_DUMP_EVERY_S, repeat=True)
     fn, args, jit_kwargs = _case(name, quick)
     options = hlo_go.Options(cache_dir=cache_dir)
     decorated = hlo_go.jit(fn, **jit_kwargs, options=options)
@@ -213,8 +225,10 @@ def decide_case(name: str, quick: bool, cache_dir: str) -> dict[str, Any]:
     record = decorated.records[0]
     jax.clear_caches()
     began = time.perf_counter()
+    _log(f"{name}: decided; jax.jit's first call again, for comparison")
     want = jax.block_until_ready(jax.jit(fn, **jit_kwargs)(*_copies(args)))
     jit_first_s = time.perf_counter() - began
+    faulthandler.cancel_dump_traceback_later()
     equal, message = outputs_match(got, want)
     # the budget the decorator gave itself (its own jax.jit first call, and room for the
     # rule's first look); jax.jit's first call here when the decorator did not measure
