@@ -250,7 +250,10 @@ CHILD = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("policy", ["critical-path+xla-cpu-like", "no-such-method"])
+# Two processes per case: the second case runs in the Python 3.11 CI run only (slow).
+@pytest.mark.parametrize(
+    "policy", ["critical-path+xla-cpu-like", pytest.param("no-such-method", marks=pytest.mark.slow)]
+)
 def test_decisions_are_reused_by_a_second_process(tmp_path, policy):
     def run() -> dict:
         done = subprocess.run(
