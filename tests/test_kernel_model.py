@@ -387,3 +387,20 @@ def test_shipped_host_model_prices_host_cpu(graph: OpGraph):
     assert result.fallback_kernels == 0
     # Opt-in: the preset by name keeps the roofline.
     assert all(d.kernel_model == "" for d in get_cluster("host-cpu-1").devices)
+
+
+def test_dataset_command_starts_without_runpy_warnings() -> None:
+    """``python -m hlo_go.calibration.kernel_dataset`` runs the module fresh: the package
+    does not import it first (runpy would warn that it may behave unpredictably)."""
+    import subprocess
+    import sys
+
+    module = "kernel_dataset"
+
+    done = subprocess.run(
+        [sys.executable, "-W", "error::RuntimeWarning", "-m", f"hlo_go.calibration.{module}",
+         "--help"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "usage: python -m hlo_go.calibration." + module in done.stdout

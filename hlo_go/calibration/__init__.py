@@ -22,7 +22,8 @@ per-kernel times of fusion variants, ``python -m hlo_go.calibration.kernel_datas
 here). The fit itself is :func:`hlo_go.sim.calibrate`.
 """
 
-from hlo_go.calibration.kernel_dataset import KernelSample, load_dataset, variant_groups
+from typing import TYPE_CHECKING, Any
+
 from hlo_go.calibration.profiles import measure_workload, profiled_graph
 from hlo_go.calibration.runtime import (
     HOST_MPMD,
@@ -37,6 +38,23 @@ from hlo_go.calibration.validation import (
     variant_table,
 )
 from hlo_go.calibration.variants import Variant, fusion_variants, measure_variants
+
+if TYPE_CHECKING:
+    from hlo_go.calibration.kernel_dataset import KernelSample, load_dataset, variant_groups
+
+# The kernel dataset's names load on first use, so that ``python -m
+# hlo_go.calibration.kernel_dataset`` runs the module fresh (runpy warns when the package
+# has imported it already).
+_KERNEL_DATASET_NAMES = frozenset({"KernelSample", "load_dataset", "variant_groups"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _KERNEL_DATASET_NAMES:
+        from hlo_go.calibration import kernel_dataset
+
+        return getattr(kernel_dataset, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "HOST_MPMD",
