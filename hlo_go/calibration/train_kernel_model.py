@@ -66,6 +66,10 @@ logger = logging.getLogger(__name__)
 HELDOUT_FAMILIES: tuple[str, ...] = ("gnmt", "bert")
 """Families the shipped model never sees in training: its accuracy is judged on them."""
 
+DEFAULT_STEPS = 12000
+"""Training steps of the shipped model (the in-sample error still fell from 8,000 to
+12,000; ``docs/cost_model.md`` has the figures)."""
+
 ROOFLINE_CLUSTER = host_cpu(1, kernel_model="")
 """The analytic cluster whose roofline times the model corrects (and the comparison)."""
 
@@ -210,7 +214,7 @@ def train(
     train_examples: Sequence[GraphExamples],
     *,
     config: ModelConfig | None = None,
-    steps: int = 3000,
+    steps: int = DEFAULT_STEPS,
     batch_size: int = 128,
     learning_rate: float = 2e-3,
     weight_decay: float = 1e-4,
@@ -521,7 +525,7 @@ def _parser() -> argparse.ArgumentParser:
         default=list(HELDOUT_FAMILIES),
         help="families left out of training",
     )
-    parser.add_argument("--steps", type=int, default=3000)
+    parser.add_argument("--steps", type=int, default=DEFAULT_STEPS)
     parser.add_argument("--batch-size", type=int, default=128)
     parser.add_argument("--learning-rate", type=float, default=2e-3)
     parser.add_argument("--hidden", type=int, default=64)
@@ -542,7 +546,7 @@ def fit(
     data: Path,
     heldout: Sequence[str] = HELDOUT_FAMILIES,
     *,
-    steps: int = 3000,
+    steps: int = DEFAULT_STEPS,
     batch_size: int = 128,
     learning_rate: float = 2e-3,
     hidden: int = 64,
