@@ -282,8 +282,11 @@ def remeasure_case(name: str, quick: bool, cache_dir: str, rounds: int) -> dict[
         return {"error": "no kept decisions in the cache"}
     record, decisions = entry
     schedule = record.candidate == POLICY and decides_order(options)
-    _, executable = decorated._lower(decorated._program(lowered), decisions, schedule)
+    # jax.jit's executable first, as the decorator compiles them: on gnmt_l8_unrolled a
+    # process that compiled the module plainly after a hooked compile died twice (SIGSEGV;
+    # docs/lowering.md)
     reference = lowered.compile()
+    _, executable = decorated._lower(decorated._program(lowered), decisions, schedule)
     dynamic = decorated._signature.dynamic
     donated = bool(jit_kwargs.get("donate_argnums") is not None)
 
