@@ -395,12 +395,10 @@ def test_dataset_command_starts_without_runpy_warnings() -> None:
     import subprocess
     import sys
 
-    module = "kernel_dataset"
-
+    module = "hlo_go.calibration.kernel_dataset"
     done = subprocess.run(
-        [sys.executable, "-W", "error::RuntimeWarning", "-m", f"hlo_go.calibration.{module}",
-         "--help"],
+        [sys.executable, "-W", "error::RuntimeWarning", "-m", module, "--help"],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert "usage: python -m hlo_go.calibration." + module in done.stdout
+    assert f"usage: python -m {module}" in done.stdout
