@@ -215,6 +215,7 @@ def decide_case(name: str, quick: bool, cache_dir: str) -> dict[str, Any]:
     handler.setFormatter(logging.Formatter("[%(asctime)s] %(message)s", "%H:%M:%S"))
     logging.getLogger("hlo_go").addHandler(handler)
     logging.getLogger("hlo_go").setLevel(logging.INFO)
+    faulthandler.enable()  # a fatal signal prints the Python stack it came from
     faulthandler.dump_traceback_later(STACK_DUMP_EVERY_S, repeat=True)
     fn, args, jit_kwargs = _case(name, quick)
     options = hlo_go.Options(cache_dir=cache_dir)
@@ -264,6 +265,8 @@ def decide_case(name: str, quick: bool, cache_dir: str) -> dict[str, Any]:
 def remeasure_case(name: str, quick: bool, cache_dir: str, rounds: int) -> dict[str, Any]:
     """The kept decisions lowered again and timed against ``jax.jit``'s executable,
     interleaved, by CPU time (run in a fresh pinned process)."""
+    import faulthandler
+
     import jax
 
     import hlo_go
@@ -273,6 +276,7 @@ def remeasure_case(name: str, quick: bool, cache_dir: str, rounds: int) -> dict[
     from hlo_go.api.options import POLICY
     from hlo_go.xla.timing import time_interleaved
 
+    faulthandler.enable()
     fn, args, jit_kwargs = _case(name, quick)
     options = hlo_go.Options(cache_dir=cache_dir)
     decorated = hlo_go.jit(fn, **jit_kwargs, options=options)
