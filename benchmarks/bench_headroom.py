@@ -59,7 +59,7 @@ GRAPHS = (
 """Eight corpus training steps from seven families, the fastest of each to compile and
 run on this host (``benchmarks/results/lowering.json``), cheapest first."""
 QUICK_GRAPHS = ("rnnlm_l2_scan", "gnmt_l2_scan")
-CANDIDATES = int(os.environ.get("HLO_GO_HEADROOM_CANDIDATES", 150))
+CANDIDATES = int(os.environ.get("HLO_GO_HEADROOM_CANDIDATES", 100))
 QUICK_CANDIDATES = 10
 SECONDS_PER_GRAPH = float(os.environ.get("HLO_GO_HEADROOM_SECONDS", 3600))
 REMEASURE_ROUNDS = 12
