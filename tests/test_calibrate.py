@@ -63,3 +63,10 @@ def test_refuses_what_it_cannot_measure(tmp_path: Path, capsys) -> None:
     assert "corpus training steps" in capsys.readouterr().err
     assert main(["calibrate", "rnnlm_l2_scan:0", "--out", str(tmp_path)]) == 2
     assert not (tmp_path / "kernels").exists()
+
+
+def test_default_steps_are_the_shipped_models() -> None:
+    from hlo_go.calibration.train_kernel_model import DEFAULT_STEPS
+    from hlo_go.cli.calibrate import TRAINING_STEPS
+
+    assert TRAINING_STEPS == DEFAULT_STEPS
