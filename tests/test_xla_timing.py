@@ -20,3 +20,41 @@ def test_rounds_rotate_the_order_after_a_fixed_warmup() -> None:
 def test_no_rounds_is_an_error() -> None:
     with pytest.raises(ValueError, match="repeats"):
         time_interleaved({"A": lambda: None}, repeats=0)
+
+
+def test_calls_see_only_their_own_garbage_collected_and_the_freeze_is_undone() -> None:
+    import gc
+    import weakref
+
+    class Node:
+        pass
+
+    def cycle() -> weakref.ref:
+        a, b = Node(), Node()
+        a.other, b.other = b, a  # unreachable once returned: only a collection frees it
+        return weakref.ref(a)
+
+    frozen: list[int] = []
+    made: list[weakref.ref] = []
+
+    def call() -> None:
+        frozen.append(gc.get_freeze_count())
+        if made:
+            assert made[-1]() is None, "the last call's cyclic garbage was not collected"
+        made.append(cycle())
+
+    time_interleaved({"A": call}, repeats=3, warmup=1)
+    assert len(frozen) == 4 and all(n > 0 for n in frozen)  # the heap was frozen...
+    assert gc.get_freeze_count() == 0  # ...and is not any more
+
+
+def test_a_freeze_of_the_process_s_own_is_left_alone() -> None:
+    import gc
+
+    gc.freeze()
+    try:
+        before = gc.get_freeze_count()
+        time_interleaved({"A": lambda: None}, repeats=2, warmup=0)
+        assert gc.get_freeze_count() == before
+    finally:
+        gc.unfreeze()
