@@ -333,8 +333,8 @@ def young_collections() -> Iterator[None]:
     One full collection runs on entry, then every object alive is frozen
     (``gc.freeze``) until the block ends: the collection :func:`time_call` runs before
     each call then costs in proportion to the garbage the timed calls made, not to the
-    process's heap (a full collection of a process with JAX and Flax loaded takes
-    tenths of a second, often longer than the call timed). Where objects are already
+    process's heap (large in a process with JAX and Flax loaded, and often longer to
+    collect than the call timed). Where objects are already
     frozen (the process froze them itself), it leaves them so and does nothing.
     """
     if gc.get_freeze_count():
