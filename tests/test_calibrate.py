@@ -67,6 +67,7 @@ def test_refuses_what_it_cannot_measure(tmp_path: Path, capsys) -> None:
 
 def test_default_steps_are_the_shipped_models() -> None:
     from hlo_go.calibration.train_kernel_model import DEFAULT_STEPS
-    from hlo_go.cli.calibrate import TRAINING_STEPS
+    from hlo_go.cli import build_parser
 
-    assert TRAINING_STEPS == DEFAULT_STEPS
+    args = build_parser().parse_args(["calibrate", "rnnlm_l2_scan:1"])
+    assert args.steps == DEFAULT_STEPS

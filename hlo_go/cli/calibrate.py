@@ -34,10 +34,6 @@ from rich.table import Table
 
 from hlo_go.cli._common import EXIT_FAILED, EXIT_OK, UsageError, bounded
 
-# hlo_go.calibration.train_kernel_model.DEFAULT_STEPS (a test checks they agree), written
-# here so that the command's help does not import JAX and Flax
-TRAINING_STEPS = 12000
-
 _log = logging.getLogger("hlo_go.cli.calibrate")
 
 DEFAULT_OUT = Path("~/.cache/hlo-go/calibration")
@@ -172,7 +168,7 @@ def cmd_calibrate(args: argparse.Namespace, console: Console) -> int:
 
 def add_command(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None:
     """Adds ``calibrate``."""
-    from hlo_go.calibration.train_kernel_model import HELDOUT_FAMILIES
+    from hlo_go.calibration.train_kernel_model import DEFAULT_STEPS, HELDOUT_FAMILIES
 
     p = subparsers.add_parser(
         "calibrate",
@@ -222,8 +218,8 @@ def add_command(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None
     p.add_argument(
         "--steps",
         type=bounded(int, low=1),
-        default=TRAINING_STEPS,
-        help=f"training steps (default {TRAINING_STEPS:,}, as the shipped model's; about half "
+        default=DEFAULT_STEPS,
+        help=f"training steps (default {DEFAULT_STEPS:,}, as the shipped model's; about half "
         "an hour on one core)",
     )
     p.add_argument(
