@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import json
+import os
 
 import jax
 import jax.numpy as jnp
@@ -104,6 +106,36 @@ def test_loop_bodies_are_fused_by_xla() -> None:
     assert sum(_multi_instruction_fusions(unfused.optimized, b) for b in bodies) == 0
     for executable in (fused, unfused):
         _close(executable(*args), jax.jit(step)(*args))
+
+
+def _chain(x: jax.Array) -> jax.Array:
+    for k in range(24):
+        x = jnp.tanh(x * (1.0 + k) + 0.5)
+    return x
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="Linux's /proc needed")
+def test_lowered_executables_are_freed_when_dropped() -> None:
+    # Each XLA:CPU executable maps memory for its kernels' code. A lowering dropped by its
+    # caller must release them: a process that lowers hundreds of candidates (a measured
+    # search) would otherwise reach vm.max_map_count, and XLA's JIT then crashes.
+    def mappings() -> int:
+        with open("/proc/self/maps") as maps:
+            return sum(1 for _ in maps)
+
+    prog = program(_chain, (X,))
+    unfused = [[name] for name in prog.graph.names]  # one kernel per instruction
+    executable = prog.lower(fusion=unfused)
+    _close(executable(*prog.args), jax.jit(_chain)(X))
+    del executable
+    gc.collect()
+    settled = mappings()
+    for _ in range(3):
+        executable = prog.lower(fusion=unfused)
+        jax.block_until_ready(executable(*prog.args))
+        del executable
+        gc.collect()
+    assert mappings() - settled < 8  # without freeing them: about 280 more per lowering
 
 
 def test_schedule_is_the_executable_order() -> None:

@@ -480,6 +480,39 @@ def missing_feature(feature: str, *, needed_for: str) -> MissingJaxlibFeatureErr
     )
 
 
+_cache_warned: list[bool] = []
+
+
+def forget_compiled_executables() -> None:
+    """Drops the executables JAX keeps in memory by lowered module
+    (``jax._src.interpreters.pxla._cached_compilation``, an LRU of 2,048 entries).
+
+    A hooked compile's options are its own (:func:`hlo_go.xla.hooks.uncached_options`), so
+    its entry is never reused, yet it keeps the executable, and the memory XLA:CPU mapped
+    for its code, alive as long as the lowered module lives. A process that compiles one
+    program many ways runs out of memory mappings (``vm.max_map_count``); XLA:CPU's JIT
+    then fails to allocate and the process dies. Executables referenced elsewhere (a
+    jitted function's own cache, an :class:`~hlo_go.xla.Executable`) live on; a later
+    compile of a module lowered earlier may compile again.
+
+    Where the installed jax has no such cache, this logs a warning once and does nothing.
+    """
+    try:
+        from jax._src.interpreters import pxla
+
+        pxla._cached_compilation.cache_clear()
+    except (ImportError, AttributeError):
+        if not _cache_warned:
+            _cache_warned.append(True)
+            import logging
+
+            logging.getLogger(__name__).warning(
+                "jaxlib %s: no pxla._cached_compilation to clear; executables of hooked "
+                "compiles stay cached while their lowered module lives",
+                jaxlib_version(),
+            )
+
+
 def _lapack_initializer() -> Any:
     """jaxlib's LAPACK kernel initializer (binds its FFI targets to scipy's LAPACK)."""
     try:

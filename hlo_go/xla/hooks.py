@@ -9,8 +9,11 @@ too), so :func:`hlo_hook` filters by module name and always unregisters.
 The hook fires only when XLA really compiles: JAX answers a compile it has seen (same
 module, same compiler options) from its caches. Every hooked compile here passes its
 options through :func:`uncached_options`, which makes them unique, so it is never
-answered from a cache and never answers another compile; JAX's caches, and the
-executables of the user's own jitted functions in them, are left alone.
+answered from a cache and never answers another compile (:func:`compile_uncached`). Its
+executable would still sit in JAX's in-memory cache for as long as the lowered module
+lives, so :func:`compile_uncached` empties that cache after each such compile
+(:func:`hlo_go.xla._jaxlib.forget_compiled_executables`): the user's jitted functions keep
+their executables, and a module lowered before may be compiled once more.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import jax
 import jax.extend
 
 from hlo_go.hlo import HloModule, parse_hlo
-from hlo_go.xla._jaxlib import module_from_proto, xla_module_to_text
+from hlo_go.xla._jaxlib import forget_compiled_executables, module_from_proto, xla_module_to_text
 
 # Compile options that give the module XLA would fuse: its optimizations, minus
 # fusion, with matmuls left as plain dots (not YNNPACK custom fusions).
@@ -80,6 +83,27 @@ def uncached_options(options: Mapping[str, Any] | None = None) -> dict[str, Any]
       A new dict.
     """
     return {**(options or {}), NONCE_OPTION: next(_nonces)}
+
+
+def compile_uncached(
+    compile_fn: Callable[[dict[str, Any]], Any], options: Mapping[str, Any] | None = None
+) -> Any:
+    """``compile_fn(uncached_options(options))``, then JAX's in-memory executable cache
+    emptied (:func:`hlo_go.xla._jaxlib.forget_compiled_executables`), whether the compile
+    succeeded or not: each hooked compile is new, and none stays cached.
+
+    Args:
+      compile_fn: compiles with the XLA options it is given (e.g.
+        ``lambda o: lowered.compile(compiler_options=o)``).
+      options: XLA debug options (None: none).
+
+    Returns:
+      What ``compile_fn`` returns.
+    """
+    try:
+        return compile_fn(uncached_options(options))
+    finally:
+        forget_compiled_executables()
 
 
 @contextmanager
@@ -181,10 +205,9 @@ def capture_prefusion_with(
 
     with hlo_hook(keep, module_name=module_name, platform=platform):
         try:
-            compile_fn(
-                uncached_options(
-                    PREFUSION_COMPILER_OPTIONS if compiler_options is None else compiler_options
-                )
+            compile_uncached(
+                compile_fn,
+                PREFUSION_COMPILER_OPTIONS if compiler_options is None else compiler_options,
             )
         except Exception:
             if not captured:
@@ -221,7 +244,9 @@ def compile_replacing(lowered: Any, module: HloModule, *, platform: str = "cpu")
         return proto
 
     with hlo_hook(swap, module_name=module_name, platform=platform):
-        compiled = lowered.compile(compiler_options=uncached_options(PREFUSION_COMPILER_OPTIONS))
+        compiled = compile_uncached(
+            lambda options: lowered.compile(compiler_options=options), PREFUSION_COMPILER_OPTIONS
+        )
     if not swapped:
         raise RuntimeError(f"XLA's compile of {module_name!r} never reached the pre-scheduler hook")
     return compiled

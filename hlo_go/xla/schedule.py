@@ -357,7 +357,7 @@ def compile_hooked(
       RuntimeError: XLA's compile never reached a hook (a module of another name).
     """
     from hlo_go.xla._jaxlib import xla_module_to_text, xla_parse
-    from hlo_go.xla.hooks import PREFUSION_COMPILER_OPTIONS, hlo_hook, uncached_options
+    from hlo_go.xla.hooks import PREFUSION_COMPILER_OPTIONS, compile_uncached, hlo_hook
 
     fired = {"pre": False, "post": priority is None and reorder is None}
     imposed: list[str] = []
@@ -393,7 +393,6 @@ def compile_hooked(
         return out | {i.name: by_name[i.name] for i in current.entry.instructions
                       if i.name in by_name}  # fmt: skip
 
-    options = uncached_options(PREFUSION_COMPILER_OPTIONS)  # a real compile: the hooks fire
     with contextlib.ExitStack() as stack:
         if module is not None or priority is not None:
             stack.enter_context(hlo_hook(swap, module_name=module_name, platform=platform))
@@ -404,7 +403,7 @@ def compile_hooked(
                 hlo_hook(order, module_name=module_name, stage="post_scheduler", platform=platform)
             )
         try:
-            compiled = compile_fn(options)
+            compiled = compile_uncached(compile_fn, PREFUSION_COMPILER_OPTIONS)  # hooks fire
         except Exception:
             if errors:
                 raise errors[0] from None
