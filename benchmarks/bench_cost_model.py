@@ -13,7 +13,12 @@ those families in the dataset is judged here, against the analytic roofline of
 * ``step_median_abs_error``: the simulated step (``host-cpu-1`` with the model, or
   without) against the measured step, per variant;
 * ``variant_kendall_tau_median``: per graph with at least 10 variants, Kendall's τ of
-  predicted against measured step times; the median over graphs.
+  predicted against measured step times; the median over graphs;
+* ``measured_split_half_tau_median``: the measurement against itself, Kendall's τ of the
+  variants ranked by their even and by their odd interleaved rounds
+  (:func:`hlo_go.calibration.kernel_dataset.split_half_tau`): what a model's τ is bounded
+  by (``python -m hlo_go.calibration.kernel_dataset --retime ROUNDS`` times the stored
+  variants again with more rounds).
 
 Measured times are scaled by each variant's contention factor (XLA's default compile
 of the graph timed around it, :func:`hlo_go.calibration.kernel_dataset.contention_factors`);
@@ -144,6 +149,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
                 "step_err_analytic": g["analytic_step_median_abs_error"],
                 "tau_learned": g["learned_kendall_tau"],
                 "tau_analytic": g["analytic_kendall_tau"],
+                "tau_measured_split_half": g["measured_split_half_tau"],
             }
         )
     speed = {}
@@ -164,6 +170,8 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         "kernel_median_abs_error": learned["kernel_median_abs_error"],
         "step_median_abs_error": learned["step_median_abs_error"],
         "variant_kendall_tau_median": learned["variant_kendall_tau_median"],
+        "measured_split_half_tau_median": report["measured"]["split_half_tau_median"],
+        "measured_split_half_tau_graphs": report["measured"]["graphs"],
         "heldout_families": ", ".join(heldout_families),
         "heldout_graphs": len(examples),
         "heldout_graphs_ranked": ranked,

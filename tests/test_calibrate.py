@@ -71,3 +71,39 @@ def test_default_steps_are_the_shipped_models() -> None:
 
     args = build_parser().parse_args(["calibrate", "rnnlm_l2_scan:1"])
     assert args.steps == DEFAULT_STEPS
+
+
+def test_retime_renews_the_stored_variants_steps(calibrated: Path, tmp_path: Path) -> None:
+    """A real re-timing: the stored variant is lowered again from its grouping and timed
+    interleaved with XLA's default; its kernel times are kept."""
+    import shutil
+
+    from hlo_go.calibration import kernel_dataset as kd
+
+    root = tmp_path / "kernels"
+    shutil.copytree(calibrated / "kernels", root)
+    (before,) = [kd.load_sample(f) for f in (root / "rnnlm_l2_scan").glob("*.npz")]
+    summary = kd.retime_graph("rnnlm_l2_scan", str(root), rounds=2)
+    assert summary["retimed"] == [before.variant] and summary["failed"] == {}
+    (after,) = [kd.load_sample(f) for f in (root / "rnnlm_l2_scan").glob("*.npz")]
+    inter = after.meta["interleaved"]
+    assert inter["rounds"] == 2 and len(inter["step_samples_s"]) == 2
+    assert all(t > 0 for t in inter["step_samples_s"] + inter["reference_samples_s"])
+    assert len(inter["load_avg"]) == 2
+    np.testing.assert_array_equal(after.kernel_s, before.kernel_s)
+    np.testing.assert_array_equal(after.group, before.group)
+    with pytest.raises(ValueError, match="at least 2"):
+        kd.retime_graph("rnnlm_l2_scan", str(root), rounds=1)
+    with pytest.raises(kd.DatasetError, match="no measured variants"):
+        kd.retime_graph("gpt2_l2", str(root), rounds=2)
+
+
+def test_retime_command_refuses_bad_usage(tmp_path: Path) -> None:
+    from hlo_go.calibration import kernel_dataset as kd
+
+    with pytest.raises(SystemExit) as exit_:
+        kd.main(["--retime", "1", "--out", str(tmp_path)])
+    assert exit_.value.code == 2
+    with pytest.raises(SystemExit) as exit_:
+        kd.main(["--retime", "3", "--out", str(tmp_path)])  # nothing stored
+    assert exit_.value.code == 2

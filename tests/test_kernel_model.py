@@ -223,6 +223,42 @@ def test_contention_factors(graph: OpGraph):
     np.testing.assert_allclose(kd.corrected_steps([bare]), [bare.step_s])
 
 
+def _interleaved(sample: kd.KernelSample, steps: list[float]) -> kd.KernelSample:
+    inter = {
+        "rounds": len(steps),
+        "step_s": float(np.median(steps)),
+        "step_samples_s": steps,
+        "reference_s": 1.0,
+        "reference_samples_s": [1.0] * len(steps),
+    }
+    return sample._replace(meta={**sample.meta, "interleaved": inter})
+
+
+def test_split_half_tau_is_the_measurement_against_itself(graph: OpGraph):
+    base = _sample(graph)
+    # Four variants whose rounds agree: even rounds and odd rounds rank them alike.
+    agree = [_interleaved(base, [t, t * 1.01, t * 0.99, t]) for t in (1.0, 2.0, 3.0, 4.0)]
+    ratios = kd.round_ratios(agree)
+    assert ratios is not None and ratios.shape == (4, 4)
+    assert kd.split_half_tau(agree) == pytest.approx(1.0)
+    # Odd rounds rank them in reverse: the measurement contradicts itself.
+    flip = [_interleaved(base, [t, 5.0 - t]) for t in (1.0, 2.0, 3.0, 4.0)]
+    assert kd.split_half_tau(flip) == pytest.approx(-1.0)
+    # Per-round ratios pair each step with XLA's default in the same round.
+    loaded = _interleaved(base, [2.0, 4.0])
+    loaded.meta["interleaved"]["reference_samples_s"] = [1.0, 2.0]
+    np.testing.assert_allclose(kd.round_ratios([loaded]), [[2.0, 2.0]])
+    # ... and the step at the typical load is the median of those ratios times it.
+    loaded.meta["interleaved"].update(step_s=3.0, reference_s=1.5)
+    np.testing.assert_allclose(kd.corrected_steps([loaded]), [3.0])
+    loaded.meta["interleaved"]["step_samples_s"] = [2.0, 8.0]  # ratios 2 and 4: median 3
+    np.testing.assert_allclose(kd.corrected_steps([loaded]), [4.5])
+    # Without per-round timings of one interleaving of them all: no figure.
+    assert kd.split_half_tau([*agree[:3], base]) is None
+    assert kd.split_half_tau([*agree[:3], _interleaved(base, [1.0, 2.0])]) is None
+    assert kd.split_half_tau(agree[:2]) is None
+
+
 def test_kernel_seconds_undo_preemption_by_length(graph: OpGraph):
     base = _sample(graph)
     runs = np.array([[1e-6, 1e-6, 1e-6], [1.0, 1.0, 1.0]])  # CPU-scaled times per run

@@ -344,9 +344,10 @@ def corrected_steps(samples: Sequence[KernelSample]) -> np.ndarray:
     """Each sample's step time at the graph's typical load.
 
     A sample timed interleaved with XLA's default compile (``meta["interleaved"]``)
-    gives its step relative to the reference in the same rounds; one without, its
-    profiled step relative to the reference timed around it. Either ratio is scaled by
-    the median reference of the graph's samples.
+    gives its step relative to the reference in the same rounds (the median of the
+    per-round ratios where the rounds are stored, so that each round's load cancels); one
+    without, its profiled step relative to the reference timed around it. Either ratio is
+    scaled by the median reference of the graph's samples.
 
     Args:
       samples: samples of one graph.
@@ -359,8 +360,15 @@ def corrected_steps(samples: Sequence[KernelSample]) -> np.ndarray:
     for s in samples:
         inter = s.meta.get("interleaved")
         if inter:
-            steps.append(float(inter["step_s"]))
-            refs.append(float(inter["reference_s"]))
+            reference = float(inter["reference_s"])
+            rounds = round_ratios([s])
+            ratio = (
+                float(np.median(rounds[0]))
+                if rounds is not None
+                else float(inter["step_s"]) / reference
+            )
+            steps.append(ratio * reference)
+            refs.append(reference)
         elif s.meta.get("reference_s"):
             steps.append(s.step_s)
             refs.append(float(np.sqrt(np.prod(s.meta["reference_s"]))))
@@ -372,6 +380,53 @@ def corrected_steps(samples: Sequence[KernelSample]) -> np.ndarray:
         return np.array(steps)
     typical = float(np.nanmedian(ref))
     return np.array(steps) * np.where(np.isfinite(ref), typical / ref, 1.0)
+
+
+def round_ratios(samples: Sequence[KernelSample]) -> np.ndarray | None:
+    """Each sample's step over XLA's default compile's in each interleaved round.
+
+    Args:
+      samples: samples of one graph.
+
+    Returns:
+      ``float64[S, R]``; None unless every sample has per-round interleaved timings of
+      the same number of rounds, at least 2 (one interleaving of them all).
+    """
+    rows = []
+    for s in samples:
+        inter = s.meta.get("interleaved") or {}
+        steps, refs = inter.get("step_samples_s"), inter.get("reference_samples_s")
+        if not steps or not refs or len(steps) != len(refs):
+            return None
+        rows.append(np.asarray(steps, np.float64) / np.asarray(refs, np.float64))
+    if not rows or len({r.size for r in rows}) != 1 or rows[0].size < 2:
+        return None
+    return np.stack(rows)
+
+
+def split_half_tau(samples: Sequence[KernelSample]) -> float | None:
+    """How far a graph's measured ranking of its variants agrees with itself: Kendall's τ
+    between the variants ranked by their even rounds and by their odd rounds (each the
+    median of the per-round ratios of :func:`round_ratios`).
+
+    A model's τ against the measured ranking is bounded by the measurement's own
+    agreement; this is the figure to read it against.
+
+    Args:
+      samples: samples of one graph.
+
+    Returns:
+      τ, or None with fewer than 3 samples or without per-round timings.
+    """
+    from scipy import stats
+
+    ratios = round_ratios(samples)
+    if ratios is None or ratios.shape[0] < 3:
+        return None
+    even = np.median(ratios[:, 0::2], axis=1)
+    odd = np.median(ratios[:, 1::2], axis=1)
+    tau = float(stats.kendalltau(even, odd).statistic)
+    return tau if np.isfinite(tau) else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -594,7 +649,6 @@ def measure_graph(
     from hlo_go.decisions import fusion_group_names
     from hlo_go.xla import program
     from hlo_go.xla.profile import TRACEME_OPTIONS, profile_compiled
-    from hlo_go.xla.timing import time_interleaved
 
     start = time.perf_counter()
     root_path = Path(root)
@@ -689,26 +743,9 @@ def measure_graph(
             f"{time.perf_counter() - begin:.0f} s"
         )
     if executables and interleaved_rounds > 0:
-        calls = {
-            label: (lambda f=f: jax.block_until_ready(f(*prog.args)))
-            for label, f in {**executables, _REFERENCE: reference}.items()
-        }
-        timings = time_interleaved(calls, repeats=interleaved_rounds, warmup=0, clock="cpu")
-        ref = timings[_REFERENCE]
-        for label in executables:
-            path = sample_path(root_path, name, label)
-            sample = load_sample(path)
-            t = timings[label]
-            interleaved = {
-                "rounds": interleaved_rounds,
-                "step_s": t.median,
-                "step_samples_s": list(t.samples),
-                "reference_s": ref.median,
-                "reference_samples_s": list(ref.samples),
-            }
-            save_sample(
-                root_path, sample._replace(meta={**sample.meta, "interleaved": interleaved})
-            )
+        _time_steps_interleaved(
+            root_path, name, executables, reference, prog.args, rounds=interleaved_rounds
+        )
     return {
         "graph": name,
         "measured": done,
@@ -721,6 +758,117 @@ def measure_graph(
 _REFERENCE = "\0XLA default"
 
 
+def _time_steps_interleaved(
+    root: Path,
+    name: str,
+    executables: Mapping[str, Any],
+    reference: Any,
+    args: Sequence[Any],
+    *,
+    rounds: int,
+) -> None:
+    """Times stored variants' executables and XLA's default compile interleaved in
+    rotating rounds (CPU clock, this process's core) and records each sample's
+    ``meta["interleaved"]``: medians, the per-round samples, when, and the host's load
+    average before and after (what the figures were measured under)."""
+    import os
+
+    import jax
+
+    from hlo_go.xla.timing import time_interleaved
+
+    calls = {
+        label: (lambda f=f: jax.block_until_ready(f(*args)))
+        for label, f in {**executables, _REFERENCE: reference}.items()
+    }
+    load_before = os.getloadavg()[0]
+    timings = time_interleaved(calls, repeats=rounds, warmup=0, clock="cpu")
+    load_after = os.getloadavg()[0]
+    ref = timings[_REFERENCE]
+    for label in executables:
+        path = sample_path(root, name, label)
+        sample = load_sample(path)
+        t = timings[label]
+        interleaved = {
+            "rounds": rounds,
+            "step_s": t.median,
+            "step_samples_s": list(t.samples),
+            "reference_s": ref.median,
+            "reference_samples_s": list(ref.samples),
+            "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "load_avg": [round(load_before, 2), round(load_after, 2)],
+        }
+        save_sample(root, sample._replace(meta={**sample.meta, "interleaved": interleaved}))
+
+
+def retime_graph(name: str, root: str, *, rounds: int, core: int | None = None) -> dict[str, Any]:
+    """Times a graph's stored variants again, interleaved with XLA's default compile for
+    ``rounds`` rounds, and replaces each sample's ``meta["interleaved"]`` (run it pinned).
+
+    The per-kernel times are kept; only the step timings that rank the variants are
+    renewed: more rounds, on a quieter host, give a ranking that agrees with itself
+    (:func:`split_half_tau`). Each variant is lowered again from its stored grouping.
+
+    Args:
+      name: a corpus graph with stored variants.
+      root: the dataset root.
+      rounds: interleaved rounds (at least 2).
+      core: the core this process is pinned to (recorded).
+
+    Returns:
+      A summary: variants re-timed, failed (with why), seconds.
+
+    Raises:
+      DatasetError: no stored variants, or they were measured on another graph than the
+        corpus builds today.
+    """
+    import jax
+
+    from hlo_corpus import get_workload
+    from hlo_go.decisions import fusion_group_names
+    from hlo_go.xla import program
+    from hlo_go.xla.profile import TRACEME_OPTIONS
+
+    if rounds < 2:
+        raise ValueError(f"rounds must be at least 2, not {rounds}")
+    start = time.perf_counter()
+    root_path = Path(root)
+    samples = [load_sample(f) for f in sorted((root_path / name).glob("*.npz"))]
+    if not samples:
+        raise DatasetError(f"{root_path / name}: no measured variants of {name!r} to re-time")
+    step, abstract = get_workload(name).make()
+    prog = program(step, abstract, compiler_options=TRACEME_OPTIONS)
+    graph = prog.graph
+    measured_on = {str(s.meta["fingerprint"]) for s in samples if s.meta.get("fingerprint")}
+    others = sorted(measured_on - {graph.fingerprint})
+    if others:
+        raise DatasetError(
+            f"{root_path / name}: variants measured on graph {', '.join(others)}; the corpus "
+            f"builds {graph.fingerprint} today (measure them again)"
+        )
+    reference = prog.default()
+    executables: dict[str, Any] = {}
+    failed: dict[str, str] = {}
+    for s in samples:
+        try:
+            executables[s.variant] = prog.lower(fusion=fusion_group_names(graph, s.group))
+            jax.block_until_ready(executables[s.variant](*prog.args))
+        except Exception as error:  # a lowering XLA refuses now: recorded, not fatal
+            failed[s.variant] = f"{type(error).__name__}: {str(error)[:200]}"
+            executables.pop(s.variant, None)
+    jax.block_until_ready(reference(*prog.args))
+    if executables:
+        _time_steps_interleaved(root_path, name, executables, reference, prog.args, rounds=rounds)
+    return {
+        "graph": name,
+        "retimed": sorted(executables),
+        "failed": failed,
+        "rounds": rounds,
+        "core": core,
+        "seconds": round(time.perf_counter() - start, 1),
+    }
+
+
 def generate(
     names: Sequence[str],
     root: Path,
@@ -731,6 +879,7 @@ def generate(
     seed: int = 0,
     cpus: Sequence[int] | None = None,
     budget_s: float | None = None,
+    retime_rounds: int = 0,
 ) -> list[dict[str, Any]]:
     """Measures the graphs' variants, one pinned process per graph, ``jobs`` at a time.
 
@@ -743,9 +892,11 @@ def generate(
       seed: the random variants' seed.
       cpus: the cores to pin to (default: the highest-numbered ``jobs`` usable ones).
       budget_s: no variant starts after this many seconds.
+      retime_rounds: measure nothing new; time each graph's stored variants' steps again
+        for this many interleaved rounds (:func:`retime_graph`).
 
     Returns:
-      One summary per graph (:func:`measure_graph`).
+      One summary per graph (:func:`measure_graph` or :func:`retime_graph`).
     """
     import os
 
@@ -760,6 +911,10 @@ def generate(
         cpu = cores[k % len(cores)]
         logger.info("%s: measuring on core %d", name, cpu)
         try:
+            if retime_rounds:
+                return in_pinned_process(
+                    retime_graph, name, str(root), rounds=retime_rounds, core=cpu, cpu=cpu
+                )
             return in_pinned_process(
                 measure_graph,
                 name,
@@ -778,6 +933,16 @@ def generate(
         result = run(k, name)
         for line in result.get("measured", []):
             logger.info("%s / %s", name, line)
+        if "retimed" in result:
+            logger.info(
+                "%s: %d variants re-timed over %d rounds in %.0f s, failed: %s",
+                name,
+                len(result["retimed"]),
+                result["rounds"],
+                result["seconds"],
+                result["failed"] or "none",
+            )
+            return result
         logger.info(
             "%s: %d measured, %d already stored, failed: %s",
             name,
@@ -816,6 +981,14 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--repeats", type=int, default=3, help="profiled runs per variant")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--budget-s", type=float, default=None, help="start no variant after")
+    parser.add_argument(
+        "--retime",
+        type=int,
+        default=0,
+        metavar="ROUNDS",
+        help="measure nothing new: time the stored variants' steps again, interleaved with "
+        "XLA's default for ROUNDS rounds (the graphs named, or every stored graph)",
+    )
     return parser
 
 
@@ -824,6 +997,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.variants < 1 or args.jobs < 1 or args.repeats < 1:
         _parser().error("--variants, --jobs and --repeats must be positive")
+    if args.retime:
+        if args.retime < 2:
+            _parser().error("--retime needs at least 2 rounds")
+        names = [item.partition(":")[0] for item in args.graphs] or stored_graphs(args.out)
+        if not names:
+            _parser().error(f"{args.out}: no stored graphs to re-time")
+        results = generate(names, args.out, variants=1, jobs=args.jobs, retime_rounds=args.retime)
+        return 1 if any("error" in r or r.get("failed") for r in results) else 0
     counts: dict[str, int] = {}
     if args.graphs:
         for item in args.graphs:

@@ -43,6 +43,7 @@ from hlo_go.calibration.kernel_dataset import (
     corrected_steps,
     kernel_seconds,
     load_dataset,
+    split_half_tau,
 )
 from hlo_go.calibration.validation import rank_correlation
 from hlo_go.decisions import Decisions
@@ -396,15 +397,18 @@ def evaluate(
       min_variants: graphs with fewer measured variants get no Kendall τ.
 
     Returns:
-      ``{"learned": {...}, "analytic": {...}, "graphs": {...}}`` with
-      ``kernel_median_abs_error``, ``step_median_abs_error``,
-      ``variant_kendall_tau_median`` and per-graph figures.
+      ``{"learned": {...}, "analytic": {...}, "measured": {...}, "graphs": {...}}``:
+      per model ``kernel_median_abs_error``, ``step_median_abs_error``,
+      ``variant_kendall_tau_median``; the measurement's own agreement
+      (``split_half_tau_median`` over the graphs ranked,
+      :func:`~hlo_go.calibration.kernel_dataset.split_half_tau`); per-graph figures.
     """
     learned_cluster = cluster_with(model)
     out: dict[str, Any] = {"graphs": {}}
     totals: dict[str, dict[str, list[float]]] = {
         m: {"kernel": [], "step": [], "tau": []} for m in ("learned", "analytic")
     }
+    self_taus: list[float] = []
     for ex in examples_:
         graph_rows: dict[str, Any] = {"family": ex.family, "variants": len(ex.samples)}
         measured = ex.measured_s
@@ -455,7 +459,15 @@ def evaluate(
             graph_rows[f"{method}_kendall_tau"] = tau if np.isfinite(tau) else None
             if np.isfinite(tau):
                 totals[method]["tau"].append(tau)
+        agreement = split_half_tau(ex.samples) if len(ex.samples) >= min_variants else None
+        graph_rows["measured_split_half_tau"] = agreement
+        if agreement is not None:
+            self_taus.append(agreement)
         out["graphs"][ex.graph_name] = graph_rows
+    out["measured"] = {
+        "split_half_tau_median": float(statistics.median(self_taus)) if self_taus else None,
+        "graphs": len(self_taus),
+    }
     for method, t in totals.items():
         out[method] = {
             "kernel_median_abs_error": _median_abs(t["kernel"]),
