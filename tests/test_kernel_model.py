@@ -438,3 +438,29 @@ def test_dataset_command_starts_without_runpy_warnings() -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert f"usage: python -m {module}" in done.stdout
+
+
+def test_generate_never_puts_two_graphs_on_one_core(tmp_path, monkeypatch):
+    import threading
+    import time
+
+    from hlo_go.xla import timing
+
+    busy: set[int] = set()
+    clashes: list[int] = []
+    lock = threading.Lock()
+
+    def fake_pinned(fn, name, root, *, cpu, **kwargs):  # type: ignore[no-untyped-def]
+        with lock:
+            if cpu in busy:
+                clashes.append(cpu)
+            busy.add(cpu)
+        time.sleep(0.05 if name == "slow" else 0.01)
+        with lock:
+            busy.discard(cpu)
+        return {"graph": name, "measured": [], "skipped": [], "failed": {}}
+
+    monkeypatch.setattr(timing, "in_pinned_process", fake_pinned)
+    names = ["slow", "a", "b", "c", "d", "e"]
+    results = kd.generate(names, tmp_path, variants=1, jobs=2, cpus=[0, 1])
+    assert [r["graph"] for r in results] == names and clashes == []

@@ -40,6 +40,7 @@ import argparse
 import gzip
 import json
 import logging
+import queue
 import re
 import sys
 import time
@@ -907,8 +908,13 @@ def generate(
     deadline = None if budget_s is None else time.time() + budget_s
     root.mkdir(parents=True, exist_ok=True)
 
-    def run(k: int, name: str) -> dict[str, Any]:
-        cpu = cores[k % len(cores)]
+    # A graph takes a core that no other graph holds, and gives it back when done.
+    free_cores: queue.SimpleQueue[int] = queue.SimpleQueue()
+    for cpu in cores:
+        free_cores.put(cpu)
+
+    def run(name: str) -> dict[str, Any]:
+        cpu = free_cores.get()
         logger.info("%s: measuring on core %d", name, cpu)
         try:
             if retime_rounds:
@@ -928,9 +934,11 @@ def generate(
             )
         except Exception as error:  # one graph's failure does not stop the others
             return {"graph": name, "error": f"{type(error).__name__}: {str(error)[:300]}"}
+        finally:
+            free_cores.put(cpu)
 
-    def logged(k: int, name: str) -> dict[str, Any]:
-        result = run(k, name)
+    def logged(name: str) -> dict[str, Any]:
+        result = run(name)
         for line in result.get("measured", []):
             logger.info("%s / %s", name, line)
         if "retimed" in result:
@@ -952,8 +960,8 @@ def generate(
         )
         return result
 
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        return list(pool.map(logged, range(len(names)), names))
+    with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(cores)))) as pool:
+        return list(pool.map(logged, names))
 
 
 def default_counts(variants: int, *, heldout_variants: int) -> dict[str, int]:
