@@ -187,6 +187,9 @@ def test_dataset_round_trip(tmp_path, graph: OpGraph):
     np.testing.assert_array_equal(back.kernel_runs_s, sample.kernel_runs_s)
     np.testing.assert_array_equal(back.run_stretch, sample.run_stretch)
     assert back.meta["reference_s"] == [0.5, 0.5] and back.meta["format"] == kd.DATASET_FORMAT
+    # A format 1 sample (no per-run times) written back, e.g. re-timed, stays format 1.
+    old = sample._replace(kernel_runs_s=None, run_stretch=None, meta={**sample.meta, "format": 1})
+    assert kd.load_sample(kd.save_sample(tmp_path, old)).meta["format"] == 1
     kd.save_graph(tmp_path, "small", parse_hlo(SMALL), graph)
     loaded = kd.load_dataset(tmp_path)
     assert list(loaded) == ["small"]

@@ -141,12 +141,14 @@ def sample_path(root: Path, graph_name: str, variant: str) -> Path:
 
 
 def save_sample(root: Path, sample: KernelSample) -> Path:
-    """Writes one sample (compressed npz, :data:`DATASET_FORMAT`); returns its path."""
+    """Writes one sample (compressed npz, :data:`DATASET_FORMAT`; a format 1 sample read
+    back, without per-run times, keeps format 1); returns its path."""
     path = sample_path(root, sample.graph_name, sample.variant)
     path.parent.mkdir(parents=True, exist_ok=True)
+    has_runs = sample.kernel_runs_s is not None and sample.run_stretch is not None
     meta = {
         **dict(sample.meta),
-        "format": DATASET_FORMAT,
+        "format": DATASET_FORMAT if has_runs else sample.meta.get("format", DATASET_FORMAT),
         "graph": sample.graph_name,
         "variant": sample.variant,
         "step_s": sample.step_s,
@@ -155,7 +157,7 @@ def save_sample(root: Path, sample: KernelSample) -> Path:
     }
     tmp = path.with_suffix(".tmp.npz")
     runs = {}
-    if sample.kernel_runs_s is not None and sample.run_stretch is not None:
+    if has_runs:
         runs = {
             "kernel_runs_s": np.asarray(sample.kernel_runs_s, np.float64),
             "run_stretch": np.asarray(sample.run_stretch, np.float64),
