@@ -136,7 +136,9 @@ def test_a_measured_loss_keeps_jax_jit_and_says_why(tmp_path):
     # this step is; the verdict must be jax.jit's executable, with both medians measured.
     f = hlo_go.jit(
         mlp_step,
-        options=Options(cache_dir=tmp_path, policy="no-fusion", repeats=5, min_gain=0.99),
+        options=Options(
+            cache_dir=tmp_path, policy="no-fusion", repeats=5, min_gain=0.99, min_call_s=0.0
+        ),
     )
     params, batch = mlp_args()
     assert_same(f(params, batch), jax.jit(mlp_step)(params, batch))
@@ -148,7 +150,11 @@ def test_a_measured_loss_keeps_jax_jit_and_says_why(tmp_path):
 
 
 def test_unknown_method_falls_back_with_a_reason(tmp_path):
-    options = Options(cache_dir=tmp_path, policy="no-such-method", candidates=("policy",))
+    # min_call_s 0: on an idle host this step's jax.jit call can take under the default
+    # 100 us, and the verdict would then be "too fast to time", never reaching the policy.
+    options = Options(
+        cache_dir=tmp_path, policy="no-such-method", candidates=("policy",), min_call_s=0.0
+    )
     f = hlo_go.jit(mlp_step, options=options)
     params, batch = mlp_args()
     assert_same(f(params, batch), jax.jit(mlp_step)(params, batch))
