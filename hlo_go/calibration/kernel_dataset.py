@@ -19,14 +19,16 @@ Storage (:data:`DATASET_FORMAT`), under one root directory:
   each group that ran as a kernel), ``kernel_runs_s`` (``float64[K, R]``, each profiled
   run's seconds, R runs) and ``run_stretch`` (``float64[R]``, each run's wall / CPU time,
   which scaled its events), and ``meta`` (a JSON string: the step time and its
-  spread, the time of thunks no group owns, clock, core, repeats, versions, and the step
-  time of XLA's default compile of the graph timed around the variant).
+  spread, the time of thunks no group owns, clock, core, repeats, versions, the step
+  time of XLA's default compile of the graph timed around the variant, and
+  ``interleaved``: the variants' steps timed in rounds with that compile, each round's
+  samples kept, renewed by :func:`retime_graph` (``--retime``)).
 
 Measurements are CPU time of a process pinned to one core, and the thunk times are
 scaled by each run's CPU / wall ratio (:mod:`hlo_go.xla.profile`). That removes the turns
 other processes take on the core, not their contention for caches and memory: on a
 shared host the same step can take twice the CPU time. The reference times let a reader
-correct for that (:func:`contention_factor`).
+correct for that (:func:`contention_factors`, :func:`corrected_steps`).
 
 Generation runs as independent jobs, one per graph, each in a fresh process pinned to one
 core; a variant whose file exists is skipped, so an interrupted run resumes, and the same
