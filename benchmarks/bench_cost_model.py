@@ -96,11 +96,11 @@ def _relative(path: Path) -> str:
 def _dataset_summary(root: Path) -> dict[str, Any]:
     """Per stored graph: variants, timed kernels, variants with per-run times and with
     interleaved step timings."""
-    from hlo_go.calibration.kernel_dataset import load_sample, stored_graphs
+    from hlo_go.calibration.kernel_dataset import load_sample, sample_files, stored_graphs
 
     out = {}
     for name in stored_graphs(root):
-        samples = [load_sample(f) for f in sorted((root / name).glob("*.npz"))]
+        samples = [load_sample(f) for f in sample_files(root, name)]
         out[name] = {
             "variants": len(samples),
             "kernels": int(sum(s.kernel_label.size for s in samples)),

@@ -250,13 +250,19 @@ def load_graph(root: Path, graph_name: str) -> OpGraph:
     return graph
 
 
+def sample_files(root: Path, graph_name: str) -> list[Path]:
+    """A graph's stored variant files, by name (a half-written ``.tmp.npz`` left out)."""
+    folder = Path(root) / graph_name
+    return sorted(f for f in folder.glob("*.npz") if not f.name.endswith(".tmp.npz"))
+
+
 def stored_graphs(root: Path) -> list[str]:
     """Graphs with a stored module and at least one measured variant, by name."""
     root = Path(root)
     return sorted(
         p.name.removesuffix(".hlo.gz")
         for p in (root / "graphs").glob("*.hlo.gz")
-        if any((root / p.name.removesuffix(".hlo.gz")).glob("*.npz"))
+        if sample_files(root, p.name.removesuffix(".hlo.gz"))
     )
 
 
@@ -273,12 +279,12 @@ def load_dataset(
     names = stored_graphs(root) if graphs is None else list(graphs)
     out: dict[str, tuple[OpGraph, list[KernelSample]]] = {}
     for name in names:
-        files = sorted((root / name).glob("*.npz"))
+        files = sample_files(root, name)
         if not files:
             continue
         graph = load_graph(root, name)
-        samples = [load_sample(f) for f in files if not f.name.endswith(".tmp.npz")]
-        for s, f in zip(samples, files, strict=False):
+        samples = [load_sample(f) for f in files]
+        for s, f in zip(samples, files, strict=True):
             if s.group.shape != (graph.num_nodes,):
                 raise DatasetError(
                     f"{f}: grouping of {s.group.shape} nodes, graph has {graph.num_nodes}"
@@ -838,7 +844,7 @@ def retime_graph(name: str, root: str, *, rounds: int, core: int | None = None) 
         raise ValueError(f"rounds must be at least 2, not {rounds}")
     start = time.perf_counter()
     root_path = Path(root)
-    samples = [load_sample(f) for f in sorted((root_path / name).glob("*.npz"))]
+    samples = [load_sample(f) for f in sample_files(root_path, name)]
     if not samples:
         raise DatasetError(f"{root_path / name}: no measured variants of {name!r} to re-time")
     step, abstract = get_workload(name).make()
