@@ -201,6 +201,32 @@ def test_default_limit_is_cpu_time_and_ends_the_child():
         in_pinned_process(_spin_past_a_deadline, cpu=default_cpu())
 
 
+def _short_cpu_times_under_a_deadline() -> list[float]:
+    import time
+
+    from hlo_go.xla.timing import arm_deadline
+
+    arm_deadline(100)
+    times = []
+    for _ in range(200):
+        start = time.process_time()
+        sum(range(2000))  # tens of microseconds
+        times.append(time.process_time() - start)
+    arm_deadline(None)
+    return times
+
+
+def test_a_deadline_leaves_the_cpu_clock_fine_grained():
+    """The deadline must not coarsen the "cpu" clock: under the kernel's RLIMIT_CPU,
+    Linux reads process CPU time at scheduler ticks (4 ms), and calls of tens of
+    microseconds timed as 0 (then a speedup divided by zero)."""
+    from hlo_go.xla.timing import default_cpu, in_pinned_process
+
+    times = in_pinned_process(_short_cpu_times_under_a_deadline, cpu=default_cpu())
+    assert sum(t == 0 for t in times) < len(times) // 10, times
+    assert sorted(times)[len(times) // 2] < 1e-3, times
+
+
 # -- defect 12: the eval table -----------------------------------------------------------
 
 

@@ -1,18 +1,28 @@
 """The prepared GPU check (issue 44): lowering, the decorator and a calibration of ``h100x8``
 on a GPU backend, written to ``benchmarks/results/gpu.json``.
 
-Run by ``benchmarks/device/gpu_check.sh`` (which installs missing wheels first). Three parts,
+Run by ``benchmarks/device/gpu_check.sh`` (which installs missing wheels first). Four parts,
 each on the backend chosen (``cuda`` when JAX has a GPU; ``cpu`` with ``--dry-run`` or
-without one), each recording its own failure rather than stopping the run:
+without one):
 
+0. **probe**: what XLA's pipeline does on the backend, kept for the code that follows it
+   there: every pass's module for one corpus step (``xla_dump_to``, as a ``.tar.gz``),
+   whether the compile hooks of :mod:`hlo_go.xla.hooks` fire, and the profiler's planes
+   and a sample of their events.
 1. **lowering**: corpus training steps through :func:`hlo_go.xla.program` on the backend,
-   their fusion decisions (``priority-fusion``; ``searched`` on the GPU) lowered, checked
-   against XLA's default compile of the same program (``jax.jit``) and timed against it
-   (:func:`hlo_go.xla.measure_many`); ``searched`` vs XLA's default as a geomean.
+   their fusion decisions (``priority-fusion``; ``searched`` for one H100 of ``h100x8``)
+   lowered, checked against XLA's default compile of the same program (``jax.jit``) and
+   timed against it (:func:`hlo_go.xla.measure_many`); ``searched`` vs XLA's default as a
+   geomean.
 2. **decorator**: ``@hlo_go.jit`` on training steps, outputs compared with ``jax.jit``'s.
 3. **calibration**: per-kernel times of XLA's compile of corpus steps
    (:func:`hlo_go.xla.profile_lowered`), the ``h100x8`` device fitted to them
    (:func:`hlo_go.sim.calibrate`), and the predicted vs measured step error per graph.
+
+Each item (a part on one graph) runs in a process of its own with a time limit, so that an
+abort inside XLA, or a hang, is that item's recorded failure and the others still run; the
+items go round the parts in turn, so that every part has its first graph before any has its
+second, and the run stops starting items at its deadline (``--deadline-s``).
 
 A dry run (``--dry-run``, or no GPU) writes ``"gpu_run": false`` with the reason, and its
 CPU figures under ``"cpu_dry_run"``, never as GPU results; it runs one graph per part so
@@ -25,8 +35,12 @@ import argparse
 import json
 import math
 import os
+import pickle
 import statistics
+import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -47,7 +61,36 @@ LOWERING_GRAPHS = (
 )
 DECORATOR_STEPS = ("mlp", "rnnlm_l2_scan", "resnet_26")
 PROFILE_GRAPHS = ("rnnlm_l2_scan", "resnet_26", "bert_l2", "gpt2_l2")
-DRY_RUN = {"lowering": ("rnnlm_l2_scan",), "decorator": ("mlp",), "profile": ("rnnlm_l2_scan",)}
+PROBE_GRAPH = "rnnlm_l2_scan"
+GPU_ITEMS = {
+    "probe": (PROBE_GRAPH,),
+    "lowering": LOWERING_GRAPHS,
+    "decorator": DECORATOR_STEPS,
+    "profile": PROFILE_GRAPHS,
+}
+DRY_RUN_ITEMS = {
+    "probe": (PROBE_GRAPH,),
+    "lowering": ("rnnlm_l2_scan",),
+    "decorator": ("mlp",),
+    "profile": ("rnnlm_l2_scan",),
+}
+PARTS = (*GPU_ITEMS, "lowering_probe")
+# Seconds one item may take (its process is killed after).
+ITEM_LIMIT_S = {
+    "probe": 150,
+    "lowering": 150,
+    "decorator": 120,
+    "profile": 120,
+    "lowering_probe": 120,
+}
+# Where the probe leaves its files ($OUT on the device machine).
+PROBE_DIR = Path(os.environ.get("OUT") or tempfile.gettempdir()) / "gpu_probe"
+# The probe's dump of XLA's passes is kept only up to this size (bytes, compressed).
+DUMP_LIMIT_BYTES = 15 * 2**20
+SEARCH_BUDGET = 200
+# hlo_go.xla.lowering.EXPERIMENTAL_GPU_LOWERING_ENV (named here so that the parent process
+# needs no hlo_go import before it picks the platform).
+EXPERIMENTAL_GPU_LOWERING_ENV = "HLO_GO_EXPERIMENTAL_GPU_LOWERING"
 
 
 def gpu_platform() -> str | None:
@@ -61,6 +104,16 @@ def gpu_platform() -> str | None:
     return devices[0].platform if devices else None
 
 
+def plan(items: dict[str, tuple[str, ...]], parts: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(part, graph) items, round the parts in turn: every part's first graph, then every
+    part's second, and so on."""
+    order: list[tuple[str, str]] = []
+    depth = max((len(items.get(p, ())) for p in parts), default=0)
+    for k in range(depth):
+        order.extend((p, items[p][k]) for p in parts if k < len(items.get(p, ())))
+    return order
+
+
 def corpus_case(name: str, platform: str) -> tuple[Any, tuple[Any, ...]]:
     """A corpus training step and random arguments placed on ``platform``'s device."""
     import jax
@@ -68,127 +121,403 @@ def corpus_case(name: str, platform: str) -> tuple[Any, tuple[Any, ...]]:
     from hlo_corpus import get_workload
     from hlo_go.xla.inputs import random_arguments
 
+    if name == "mlp":
+        return mlp_step, tuple(jax.device_put(mlp_args(128), jax.devices(platform)[0]))
     step, abstract = get_workload(name).make()
     args = random_arguments(tuple(abstract), seed=0, scale=0.1, positive=True)
     return step, tuple(jax.device_put(args, jax.devices(platform)[0]))
 
 
-def lowering(names: tuple[str, ...], platform: str, *, repeats: int) -> dict[str, Any]:
-    """Part 1: each graph's variants, correct or not, and their speedups."""
-    from hlo_go import xla
+def one_gpu_cluster() -> Any:
+    """One device of ``h100x8`` (the lowering compiles for one GPU)."""
+    from hlo_go.sim import Cluster, get_cluster
 
-    methods = ("priority-fusion", "searched") if platform != "cpu" else ("priority-fusion",)
-    cluster = "h100x8" if platform != "cpu" else None
-    graphs: dict[str, Any] = {}
-    for name in names:
-        began = time.perf_counter()
+    base = get_cluster("h100x8")
+    return Cluster("h100x1", base.devices[:1], (), f"one device of h100x8 ({base.devices[0].name})")
+
+
+# --- the items, each run in a process of its own -------------------------------------------
+
+
+def probe_item(name: str, platform: str) -> dict[str, Any]:
+    """Part 0: XLA's passes on ``platform`` (dumped), its hooks, and its profiler's events.
+
+    The process was started with ``XLA_FLAGS`` asking for a dump of every pass
+    (:func:`run_item`); this compiles ``name`` once plainly, once under the hooks, and once
+    profiled, then packs the dump.
+    """
+    import collections
+
+    import jax
+    import jax.extend
+    from jax.profiler import ProfileData
+
+    from hlo_go.xla._jaxlib import module_from_proto, xla_module_to_text
+
+    PROBE_DIR.mkdir(parents=True, exist_ok=True)
+    step, args = corpus_case(name, platform)
+    lowered = jax.jit(step).lower(*args)
+    out: dict[str, Any] = {}
+    compiled = lowered.compile()
+    fused_text = compiled.as_text()
+    (PROBE_DIR / "xla_default_optimized.hlo.txt").write_text(fused_text)
+    out["default_fusion_kinds"] = dict(
+        collections.Counter(
+            part.split("kind=")[1].split(",")[0].split(" ")[0]
+            for part in fused_text.splitlines()
+            if " fusion(" in part and "kind=" in part
+        )
+    )
+    out["default_custom_calls"] = dict(
+        collections.Counter(
+            line.split('custom_call_target="')[1].split('"')[0]
+            for line in fused_text.splitlines()
+            if 'custom_call_target="' in line
+        )
+    )
+    # The hooks: do they fire on this platform, at which stages, and with what module?
+    fired: dict[str, list[str]] = {"pre_scheduler": [], "post_scheduler": []}
+    for stage, pipeline_stage in (
+        ("pre_scheduler", jax.extend.xla.PipelineStage.PRE_SCHEDULER),
+        ("post_scheduler", jax.extend.xla.PipelineStage.POST_SCHEDULER),
+    ):
+
+        def keep(proto: bytes, stage: str = stage) -> None:
+            module = module_from_proto(proto)
+            fired[stage].append(module.name)
+            if not (PROBE_DIR / f"hook_{stage}.hlo.txt").exists():
+                (PROBE_DIR / f"hook_{stage}.hlo.txt").write_text(xla_module_to_text(module))
+
         try:
-            step, args = corpus_case(name, platform)
-            prog = xla.program(step, args, platform=platform)
-            variants = {m: xla.Variant(fusion=m) for m in methods}
-            results = xla.measure_many(
-                prog, variants, repeats=repeats, warmup=1, cluster=cluster, budget=200
+            jax.extend.xla.register_hlo_module_transformation(
+                keep, name=f"probe_{stage}", stage=pipeline_stage, platforms=platform
             )
-            graphs[name] = {
-                m: {"correct": r.correct, "speedup": r.speedup, "message": r.message[:300]}
-                for m, r in results.items()
-            }
-        except Exception as error:  # one graph's failure is its row
-            graphs[name] = {"error": f"{type(error).__name__}: {str(error)[:500]}"}
-        graphs[name]["seconds"] = round(time.perf_counter() - began, 1)
-        print(f"lowering {name}: {graphs[name]}", flush=True)
-    correct = [v for g in graphs.values() for k, v in g.items() if isinstance(v, dict)]
-    searched = [
-        g["searched"]["speedup"]
-        for g in graphs.values()
-        if isinstance(g.get("searched"), dict) and g["searched"]["speedup"]
-    ]
+        except Exception as error:
+            out[f"hook_{stage}_error"] = f"{type(error).__name__}: {error}"[:500]
+    try:
+        lowered.compile(compiler_options={"xla_debug_buffer_assignment_show_max": 12345})
+    except Exception as error:
+        out["hooked_compile_error"] = f"{type(error).__name__}: {error}"[:1000]
+    out["hooks_fired"] = fired
+    # The profiler's view of a run: planes, lines, events carrying hlo_op.
+    with tempfile.TemporaryDirectory() as logdir:
+        jax.block_until_ready(compiled(*args))
+        with jax.profiler.trace(logdir):
+            for _ in range(2):
+                jax.block_until_ready(compiled(*args))
+        files = list(Path(logdir).rglob("*.xplane.pb"))
+        planes = []
+        for plane in ProfileData.from_file(str(files[0])).planes:
+            lines = []
+            for line in plane.lines:
+                events = list(line.events)
+                with_op = [e for e in events if "hlo_op" in dict(e.stats)]
+                lines.append(
+                    {
+                        "name": line.name,
+                        "events": len(events),
+                        "events_with_hlo_op": len(with_op),
+                        "sample": [
+                            {
+                                "name": e.name,
+                                "duration_ns": e.duration_ns,
+                                "stats": {k: str(v)[:120] for k, v in dict(e.stats).items()},
+                            }
+                            for e in (with_op or events)[:4]
+                        ],
+                    }
+                )
+            planes.append({"name": plane.name, "lines": lines})
+        out["profile_planes"] = planes
+    return out
+
+
+def pack_dump(dump_dir: Path) -> dict[str, Any]:
+    """The probe's ``xla_dump_to`` folder packed into one ``.tar.gz`` beside its files."""
+    files = sorted(p for p in dump_dir.rglob("*") if p.is_file())
+    (PROBE_DIR / "xla_dump_files.txt").write_text("\n".join(p.name for p in files) + "\n")
+    archive = PROBE_DIR / "xla_dump.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for path in files:
+            tar.add(path, arcname=path.name)
+    size = archive.stat().st_size
+    if size > DUMP_LIMIT_BYTES:
+        archive.unlink()
+    return {"files": len(files), "archive_bytes": size, "kept": size <= DUMP_LIMIT_BYTES}
+
+
+def lowering_probe_item(name: str, platform: str) -> dict[str, Any]:
+    """Why a lowering fails on ``platform``: the module handed to XLA, as printed here and
+    as XLA reads it back, then the lowering's compile (its passes dumped, :func:`run_item`)."""
+    from hlo_go import methods, xla
+    from hlo_go.xla._jaxlib import xla_module_to_text, xla_parse
+
+    PROBE_DIR.mkdir(parents=True, exist_ok=True)
+    folder = PROBE_DIR / f"lowering_{name}"
+    folder.mkdir(exist_ok=True)
+    step, args = corpus_case(name, platform)
+    prog = xla.program(step, args, platform=platform)
+    (folder / "prefusion.hlo.txt").write_text(prog.prefusion.to_text())
+    spec = {"priority-fusion": ("priority-fusion", None)}
+    variant = methods.variants(prog.graph, spec, cluster=one_gpu_cluster(), program=prog)
+    module, _ = prog.fused_module(variant["priority-fusion"].fusion)
+    text = module.to_text()
+    (folder / "handed.hlo.txt").write_text(text)
+    (folder / "handed_read_by_xla.hlo.txt").write_text(xla_module_to_text(xla_parse(text)))
+    out: dict[str, Any] = {"module": prog.name}
+    try:
+        executable = prog.lower(fusion=variant["priority-fusion"].fusion)
+        out["lowered"] = True
+        out["kernels"] = executable.compiled.as_text().count(" fusion(")
+    except Exception as error:
+        out["lowered"] = False
+        out["error"] = f"{type(error).__name__}: {error}"[:3000]
+    return out
+
+
+def pack_folder(folder: Path, dump_dir: Path) -> dict[str, Any]:
+    """A lowering probe's files and its XLA dump packed into ``folder``.tar.gz (the folder
+    removed), the dump's files after the fusion passes only when the whole is too large."""
+    archive = folder.with_suffix(".tar.gz")
+    dumped = sorted(p for p in dump_dir.rglob("*") if p.is_file()) if dump_dir.exists() else []
+    for keep_all in (True, False):
+        with tarfile.open(archive, "w:gz") as tar:
+            for path in sorted(folder.glob("*")):
+                tar.add(path, arcname=path.name)
+            for path in dumped:
+                late = any(
+                    k in path.name for k in ("xla-transforms", "scheduling", "fusion-wrapper")
+                )
+                if keep_all or late:
+                    tar.add(path, arcname=f"xla_dump/{path.name}")
+        if archive.stat().st_size <= DUMP_LIMIT_BYTES:
+            break
+    for path in folder.glob("*"):
+        path.unlink()
+    folder.rmdir()
+    return {"archive": archive.name, "bytes": archive.stat().st_size, "dump_files": len(dumped)}
+
+
+def lowering_item(name: str, platform: str) -> dict[str, Any]:
+    """Part 1: one graph's variants, correct or not, and their speedups."""
+    from hlo_go import methods, xla
+
+    dry = platform == "cpu"
+    began = time.perf_counter()
+    step, args = corpus_case(name, platform)
+    prog = xla.program(step, args, platform=platform)
+    specs = {"priority-fusion": ("priority-fusion", None)}
+    if not dry:
+        specs["searched"] = (methods.SEARCHED, None)
+    cluster = methods.HOST_CLUSTER if dry else one_gpu_cluster()
+    variants = methods.variants(
+        prog.graph, specs, cluster=cluster, budget=SEARCH_BUDGET, program=prog
+    )
+    decided_s = time.perf_counter() - began
+    results = xla.measure_many(prog, variants, repeats=2 if dry else 10, warmup=1)
+    out: dict[str, Any] = {
+        "nodes": prog.graph.num_nodes,
+        "prefusion_instructions": len(prog.prefusion.entry.instructions),
+        "decide_s": round(decided_s, 1),
+    }
+    for method, r in results.items():
+        out[method] = {
+            "correct": r.correct,
+            "speedup": r.speedup,
+            "time_s": r.time_s,
+            "xla_default_s": r.baseline_time_s,
+            "spread_s": r.spread,
+            "xla_default_spread_s": r.baseline_spread,
+            "kernels": r.kernels,
+            "clock": r.clock,
+            "message": r.message[:300],
+        }
+    return out
+
+
+def mlp_step(params: Any, x: Any, y: Any) -> Any:
+    """One SGD step of a two-layer MLP on a squared error (the decorator's small case)."""
+    import jax
+    import jax.numpy as jnp
+
+    def loss(p: Any) -> Any:
+        hidden = jax.nn.gelu(x @ p["w1"] + p["b1"])
+        return jnp.mean((hidden @ p["w2"] + p["b2"] - y) ** 2)
+
+    value, grads = jax.value_and_grad(loss)(params)
+    return jax.tree.map(lambda w, g: w - 0.01 * g, params, grads), value
+
+
+def mlp_args(batch: int, width: int = 1024, features: int = 512) -> tuple[Any, Any, Any]:
+    """Random parameters and a batch for :func:`mlp_step` (NumPy, seeded)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    params = {
+        "w1": rng.normal(0, 0.02, (features, width)).astype(np.float32),
+        "b1": np.zeros(width, np.float32),
+        "w2": rng.normal(0, 0.02, (width, features)).astype(np.float32),
+        "b2": np.zeros(features, np.float32),
+    }
+    x = rng.normal(0, 1, (batch, features)).astype(np.float32)
+    return params, x, rng.normal(0, 1, (batch, features)).astype(np.float32)
+
+
+def decorator_item(name: str, platform: str) -> dict[str, Any]:
+    """Part 2: ``@hlo_go.jit`` on one training step, against ``jax.jit`` on the backend."""
+    import jax
+
+    import hlo_go
+    from hlo_go.xla import outputs_match
+
+    fn, args = corpus_case(name, platform)
+    decorated = hlo_go.jit(fn, options=hlo_go.Options(cache_dir=None, repeats=3))
+    got = decorated(*args)
+    equal, message = outputs_match(got, jax.jit(fn)(*args))
+    record = decorated.records[0]
     return {
-        "graphs": graphs,
-        "every_variant_correct": bool(correct) and all(v["correct"] for v in correct),
-        "searched_vs_xla_default_geomean": (
-            math.exp(statistics.fmean(math.log(s) for s in searched)) if searched else None
+        "outputs_equal_jax_jit": equal,
+        "mismatch": message,
+        "kept": record.kept,
+        "speedup": record.speedup,
+        "reason": record.reason[:300],
+        "output_devices": sorted(
+            {str(d) for x in jax.tree.leaves(got) for d in getattr(x, "devices", list)()}
         ),
     }
 
 
-def decorator(names: tuple[str, ...], platform: str) -> dict[str, Any]:
-    """Part 2: ``@hlo_go.jit`` on training steps, against ``jax.jit`` on the same backend."""
+def profile_item(name: str, platform: str, pickle_path: Path) -> dict[str, Any]:
+    """Part 3, one graph: XLA's default compile profiled per kernel (pickled for the fit)."""
     import jax
 
-    import hlo_go
-    from benchmarks.bench_jit import mlp_args, mlp_step
-    from hlo_go.xla import outputs_match
+    from hlo_go.xla import profile_lowered
 
-    out: dict[str, Any] = {}
-    for name in names:
-        try:
-            if name == "mlp":
-                fn = mlp_step
-                args = tuple(jax.device_put(mlp_args(128), jax.devices(platform)[0]))
-            else:
-                fn, args = corpus_case(name, platform)
-            decorated = hlo_go.jit(fn, options=hlo_go.Options(cache_dir=None, repeats=3))
-            got = decorated(*args)
-            equal, message = outputs_match(got, jax.jit(fn)(*args))
-            record = decorated.records[0]
-            out[name] = {
-                "outputs_equal_jax_jit": equal,
-                "mismatch": message,
-                "kept": record.kept,
-                "speedup": record.speedup,
-                "reason": record.reason[:300],
-                "output_devices": sorted({str(d) for x in jax.tree.leaves(got)
-                                          for d in getattr(x, "devices", lambda: [])()}),
-            }  # fmt: skip
-        except Exception as error:
-            out[name] = {"error": f"{type(error).__name__}: {str(error)[:500]}"}
-        print(f"decorator {name}: {out[name]}", flush=True)
-    return out
+    step, args = corpus_case(name, platform)
+    lowered = jax.jit(step).lower(*args)
+    raw = profile_lowered(lowered, args, repeats=2 if platform == "cpu" else 5, platform=platform)
+    pickle_path.write_bytes(pickle.dumps(raw))
+    kernel_sum = sum(raw.instruction_s.values())
+    return {
+        "step_s": raw.step_s,
+        "instructions_timed": len(raw.instruction_s),
+        "kernel_sum_s": kernel_sum,
+        "kernel_sum_over_step": kernel_sum / raw.step_s if raw.step_s else None,
+        "runs": raw.runs,
+    }
 
 
-def profile(names: tuple[str, ...], platform: str, *, repeats: int) -> dict[str, Any]:
-    """Part 3: per-kernel profiles, ``h100x8``'s device fitted to them, step errors."""
-    import jax
-
+def calibration(profiles: dict[str, Path]) -> dict[str, Any]:
+    """Part 3, all graphs: ``h100x8``'s device fitted to the profiles, step errors."""
     from hlo_go.calibration import profiled_graph
     from hlo_go.calibration.validation import predict_step
     from hlo_go.sim import calibrate, get_cluster
-    from hlo_go.xla import profile_lowered
 
-    options = {} if platform != "cpu" else None  # XLA:CPU's traceme option comes with it
-    profiles, failures = [], {}
-    for name in names:
-        try:
-            step, args = corpus_case(name, platform)
-            lowered = jax.jit(step).lower(*args)
-            raw = profile_lowered(lowered, args, repeats=repeats, compiler_options=options)
-            profiles.append(profiled_graph(raw, name))
-        except Exception as error:
-            failures[name] = f"{type(error).__name__}: {str(error)[:500]}"
-            traceback.print_exc()
-    if not profiles:
-        return {"error": "no profile", "failures": failures}
+    graphs = [
+        profiled_graph(pickle.loads(path.read_bytes()), name) for name, path in profiles.items()
+    ]
     base = get_cluster("h100x8").devices[0]
-    fit = calibrate(profiles, base, steps=500)
+    fit = calibrate(graphs, base, steps=500)
     steps = {}
-    for p in profiles:
+    for p in graphs:
         predicted = predict_step(p.graph, fit.device)
         steps[p.name] = {
             "measured_s": p.step_s,
             "predicted_s": predicted,
             "datasheet_predicted_s": predict_step(p.graph, base),
             "error": abs(predicted - p.step_s) / p.step_s,
+            "datasheet_error": abs(predict_step(p.graph, base) - p.step_s) / p.step_s,
             "kernels_timed": int(sum(1 for t in p.measured_s if t == t)),
         }
-    errors = [s["error"] for s in steps.values()]
     return {
         "preset": "h100x8",
         "kernel_error": fit.kernel_error,
         "launch_s": fit.kernel_launch_s + fit.gap_s,
         "steps": steps,
-        "median_step_error": statistics.median(errors),
-        "failures": failures,
+        "median_step_error": statistics.median(s["error"] for s in steps.values()),
+        "median_datasheet_step_error": statistics.median(
+            s["datasheet_error"] for s in steps.values()
+        ),
+    }
+
+
+def child_main(part: str, name: str, platform: str, out_path: Path) -> int:
+    """Runs one item in this process and writes its result (JSON) to ``out_path``."""
+    if part == "probe":
+        result = probe_item(name, platform)
+    elif part == "lowering":
+        result = lowering_item(name, platform)
+    elif part == "lowering_probe":
+        result = lowering_probe_item(name, platform)
+    elif part == "decorator":
+        result = decorator_item(name, platform)
+    elif part == "profile":
+        result = profile_item(name, platform, out_path.with_suffix(".pkl"))
+    else:
+        raise ValueError(f"unknown part {part!r}; parts: {', '.join(PARTS)}")
+    out_path.write_text(json.dumps(result, default=str))
+    return 0
+
+
+# --- the run: items in processes of their own -----------------------------------------------
+
+
+def run_item(part: str, name: str, platform: str, work: Path, limit_s: float) -> dict[str, Any]:
+    """One item in a process of its own, killed after ``limit_s``; its result or failure."""
+    out_path = work / f"{part}-{name}.json"
+    env = dict(os.environ)
+    if part in ("lowering", "lowering_probe"):  # what XLA:GPU does with a lowered module
+        env[EXPERIMENTAL_GPU_LOWERING_ENV] = "1"
+    dump_dir = work / "xla_dump"
+    if part in ("probe", "lowering_probe"):
+        dump_dir = work / f"xla_dump_{part}_{name}"
+        flags = f"--xla_dump_to={dump_dir} --xla_dump_hlo_pass_re=.*"
+        env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {flags}".strip()
+    command = [sys.executable, str(Path(__file__).resolve()), "--child", part, name,
+               "--platform", platform, "--child-out", str(out_path)]  # fmt: skip
+    began = time.perf_counter()
+    try:
+        done = subprocess.run(
+            command, env=env, cwd=ROOT, capture_output=True, text=True, timeout=limit_s
+        )
+        log, code = done.stdout + done.stderr, done.returncode
+    except subprocess.TimeoutExpired as expired:
+        log = (expired.stdout or "") + (expired.stderr or "")
+        log = log if isinstance(log, str) else log.decode(errors="replace")
+        code = None
+    seconds = round(time.perf_counter() - began, 1)
+    print(f"--- {part} {name}: {seconds} s, exit {code}\n{log[-4000:]}", flush=True)
+    if code == 0 and out_path.exists():
+        result = json.loads(out_path.read_text())
+    elif code is None:
+        result = {"error": f"timed out after {limit_s:.0f} s", "log_tail": log[-1500:]}
+    else:
+        result = {"error": f"process exited with {code}", "log_tail": log[-1500:]}
+    if part == "probe" and dump_dir.exists():
+        result["xla_dump"] = pack_dump(dump_dir)
+    if part == "lowering_probe":
+        result["archive"] = pack_folder(PROBE_DIR / f"lowering_{name}", dump_dir)
+    result["seconds"] = seconds
+    return result
+
+
+def summarize_lowering(graphs: dict[str, Any]) -> dict[str, Any]:
+    """The lowering part's figures over its graphs."""
+    variants = [
+        v for g in graphs.values() for v in g.values() if isinstance(v, dict) and "correct" in v
+    ]
+    searched = [
+        g["searched"]["speedup"]
+        for g in graphs.values()
+        if isinstance(g.get("searched"), dict) and g["searched"].get("speedup")
+    ]
+    return {
+        "graphs": graphs,
+        "variants_lowered": len(variants),
+        "every_variant_correct": bool(variants) and all(v["correct"] for v in variants),
+        "searched_vs_xla_default_geomean": (
+            math.exp(statistics.fmean(math.log(s) for s in searched)) if searched else None
+        ),
     }
 
 
@@ -196,8 +525,33 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dry-run", action="store_true", help="run on CPU, as no GPU is lent")
     parser.add_argument("--out", type=Path, default=OUT)
-    parser.add_argument("--parts", default="lowering,decorator,profile")
+    parser.add_argument("--parts", default=",".join(GPU_ITEMS), help="comma-separated parts")
+    parser.add_argument(
+        "--graphs", default="", help="comma-separated graphs (default: each part's)"
+    )
+    parser.add_argument("--deadline-s", type=float, default=float(os.environ.get("GPU_CHECK_DEADLINE_S", 430)),
+                        help="start no item after this many seconds")  # fmt: skip
+    parser.add_argument(
+        "--items",
+        default="",
+        help="comma-separated PART:GRAPH items to run (default: every part's graphs)",
+    )
+    parser.add_argument(
+        "--merge",
+        type=Path,
+        default=None,
+        help="an earlier gpu.json whose items this run does not run are kept",
+    )
+    parser.add_argument("--child", nargs=2, metavar=("PART", "GRAPH"), help=argparse.SUPPRESS)
+    parser.add_argument("--platform", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--child-out", type=Path, help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
+    if options.child:
+        return child_main(*options.child, options.platform, options.child_out)
+    parts = tuple(p for p in options.parts.split(",") if p)
+    unknown = [p for p in parts if p not in PARTS]
+    if unknown:
+        parser.error(f"unknown part(s) {', '.join(unknown)}; parts: {', '.join(PARTS)}")
     found = None if options.dry_run else gpu_platform()
     platform = found or "cpu"
     dry = found is None
@@ -211,26 +565,89 @@ def main(argv: list[str] | None = None) -> int:
         "jaxlib": jaxlib.__version__,
         "python": sys.version.split()[0],
         "devices": [str(d) for d in jax.devices(platform)],
+        "device_kind": jax.devices(platform)[0].device_kind,
     }
     if dry:
         report["reason"] = NO_GPU_REASON if options.dry_run else "JAX found no GPU"
-    parts = options.parts.split(",")
-    figures: dict[str, Any] = {}
+    items = dict(DRY_RUN_ITEMS if dry else GPU_ITEMS)
+    if options.graphs:
+        chosen = tuple(options.graphs.split(","))
+        items = {p: chosen for p in PARTS}
+    key = "cpu_dry_run" if dry else "gpu"
+    order = plan(items, parts)
+    if options.items:
+        order = [tuple(item.split(":", 1)) for item in options.items.split(",")]  # type: ignore[misc]
+        bad = [item for item in order if len(item) != 2 or item[0] not in PARTS]
+        if bad:
+            parser.error(f"--items takes PART:GRAPH items, parts {', '.join(PARTS)}: {bad}")
+        parts = tuple(dict.fromkeys(part for part, _ in order))
+    previous = earlier_items(options.merge, key) if options.merge else {}
+    figures: dict[str, Any] = {p: {} for p in parts}
+    profiles: dict[str, Path] = {}
     began = time.perf_counter()
-    if "lowering" in parts:
-        names = DRY_RUN["lowering"] if dry else LOWERING_GRAPHS
-        figures["lowering"] = lowering(names, platform, repeats=1 if dry else 5)
-    if "decorator" in parts:
-        figures["decorator"] = decorator(DRY_RUN["decorator"] if dry else DECORATOR_STEPS, platform)
-    if "profile" in parts:
-        names = DRY_RUN["profile"] if dry else PROFILE_GRAPHS
-        figures["calibration"] = profile(names, platform, repeats=2 if dry else 5)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        for part, name in order:
+            elapsed = time.perf_counter() - began
+            if elapsed > options.deadline_s:
+                figures[part][name] = {
+                    "error": f"not run: the deadline ({options.deadline_s:.0f} s) passed"
+                }
+                continue
+            limit = min(ITEM_LIMIT_S[part], max(30.0, options.deadline_s + 40 - elapsed))
+            figures[part][name] = run_item(part, name, platform, work, limit)
+            pickled = work / f"{part}-{name}.pkl"
+            if part == "profile" and pickled.exists():
+                profiles[name] = pickled
+            # So far, in case the run is stopped before its end.
+            write_report(options.out, {**report, "partial": True, key: figures})
+        for part, kept in previous.get("items", {}).items():
+            figures[part] = {**kept, **figures.get(part, {})}
+        if "lowering" in figures:
+            figures["lowering"] = summarize_lowering(figures["lowering"])
+        if "profile" in figures:
+            runs = figures.pop("profile")
+            try:
+                if profiles:
+                    fit = calibration(profiles)
+                else:
+                    fit = previous.get("calibration") or {"error": "no profile"}
+            except Exception as error:
+                traceback.print_exc()
+                fit = {"error": f"{type(error).__name__}: {str(error)[:500]}"}
+            figures["calibration"] = {**fit, "profiles": runs}
     figures["seconds"] = round(time.perf_counter() - began, 1)
-    report["cpu_dry_run" if dry else "gpu"] = figures
-    options.out.parent.mkdir(parents=True, exist_ok=True)
-    options.out.write_text(json.dumps(report, indent=1, default=str) + "\n")
+    figures["runs"] = [*previous.get("runs", []), {"items": [f"{p}:{n}" for p, n in order],
+                                                   "seconds": figures["seconds"]}]  # fmt: skip
+    write_report(options.out, {**report, key: figures})
     print(f"wrote {options.out}", flush=True)
     return 0
+
+
+def earlier_items(path: Path, key: str) -> dict[str, Any]:
+    """An earlier report's items by part, its calibration and its runs (for ``--merge``)."""
+    figures = json.loads(path.read_text()).get(key, {})
+    calibration_ = dict(figures.get("calibration", {}))
+    profiles = calibration_.pop("profiles", {})
+    items = {
+        "probe": figures.get("probe", {}),
+        "lowering": figures.get("lowering", {}).get("graphs", {}),
+        "decorator": figures.get("decorator", {}),
+        "profile": profiles,
+    }
+    return {
+        "items": {part: found for part, found in items.items() if found},
+        "calibration": calibration_ if "steps" in calibration_ else None,
+        "runs": figures.get("runs", []),
+    }
+
+
+def write_report(path: Path, report: dict[str, Any]) -> None:
+    """``report`` as JSON at ``path`` (written whole, then renamed into place)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".tmp")
+    partial.write_text(json.dumps(report, indent=1, default=str) + "\n")
+    partial.replace(path)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Inputs :func:`hlo_go.jit` checks outputs on: finite ones.
+"""The inputs of a call to :func:`hlo_go.jit`: the platform they run on, and the finite
+inputs its outputs are checked on.
 
 NaN compares equal to NaN in the output check (:func:`hlo_go.xla.outputs_match`), so a
 first call whose inputs hold NaN or infinity would let any executable through: a wrong
@@ -22,6 +23,16 @@ def _is_float(x: Any) -> bool:
     if dtype is None:
         return isinstance(x, float)
     return np.issubdtype(np.dtype(dtype), np.inexact) or np.dtype(dtype).name == "bfloat16"
+
+
+def call_platform(tree: Any) -> str:
+    """The XLA platform a call on ``tree`` runs on: that of the first JAX array's device
+    (``"cpu"``, ``"cuda"``, ...), else JAX's default backend (where ``jax.jit`` puts
+    NumPy and Python inputs)."""
+    for leaf in jax.tree.leaves(tree):
+        if isinstance(leaf, jax.Array):
+            return next(iter(leaf.devices())).platform
+    return jax.default_backend()
 
 
 def has_nonfinite(tree: Any) -> bool:

@@ -68,7 +68,7 @@ from hlo_go.api.decide import (
     policy_compile_estimate,
     warm_up,
 )
-from hlo_go.api.inputs import finite_like, has_nonfinite
+from hlo_go.api.inputs import call_platform, finite_like, has_nonfinite
 from hlo_go.api.measure import (
     WARMUP_BELOW_S,
     calls_per_sample,
@@ -83,6 +83,7 @@ from hlo_go.api.verdict import KEEP, Rule, describe
 from hlo_go.decisions import Decisions
 from hlo_go.xla import Program, outputs_match
 from hlo_go.xla.arbiter import as_accurate_as_reference, float64_once, lowered_source
+from hlo_go.xla.lowering import lowering_unsupported
 from hlo_go.xla.timing import CLOCKS
 
 logger = logging.getLogger(__name__)
@@ -263,7 +264,7 @@ class OptimizedFunction:
 
     # -- deciding --------------------------------------------------------------------------
 
-    def _program(self, lowered: Any) -> Program:
+    def _program(self, lowered: Any, platform: str) -> Program:
         name = lowered.compiler_ir("hlo").as_hlo_module().name
         return Program(
             name,
@@ -271,6 +272,7 @@ class OptimizedFunction:
             lambda compiled: compiled,
             (),
             source_kind="function",
+            platform=platform,
         )
 
     def _optimize(
@@ -283,7 +285,8 @@ class OptimizedFunction:
         progress: _Progress,
     ) -> _Entry:
         options = self.options
-        key = fingerprint(lowered, options.key())
+        platform = call_platform((args, kwargs))
+        key = fingerprint(lowered, options.key(), platform=platform)
         checked_on = "call inputs"
         if has_nonfinite((args, kwargs)):
             args, kwargs = finite_like((args, kwargs), seed=options.seed)
@@ -315,15 +318,18 @@ class OptimizedFunction:
             )
             self._cache.store(key, record, None)
             return _Entry(fallback, record)
+        unsupported = lowering_unsupported(platform)
+        if unsupported:
+            return _Entry(fallback, base._replace(jit_time_s=one_call, reason=unsupported))
         cached = self._cache.load(key)
         dropped = ""
         if cached is not None:
             entry, dropped = self._from_cache(key, cached, lowered, signature, inputs, want,
-                                              one_call, reference, progress)  # fmt: skip
+                                              one_call, reference, platform, progress)  # fmt: skip
             if entry is not None:
                 return entry
         record, decisions, call = self._decide(
-            lowered, base, inputs, want, jit_first_s, one_call, reference, progress
+            lowered, base, inputs, want, jit_first_s, one_call, reference, platform, progress
         )
         if dropped:
             record = record._replace(reason=f"{record.reason}; {dropped}")
@@ -390,6 +396,7 @@ class OptimizedFunction:
         want: _Expected,
         one_call: float,
         reference: Any,
+        platform: str,
         progress: _Progress,
     ) -> tuple[_Entry | None, str]:
         """A cached verdict, re-checked: ``(entry, "")``, or ``(None, why it was dropped)``."""
@@ -400,7 +407,7 @@ class OptimizedFunction:
         if decisions is None:
             return None, "cached verdict had no decisions: decided again"
         progress(f"re-checking the cached verdict ({record.candidate})")
-        program = self._program(lowered)
+        program = self._program(lowered, platform)
         schedule = record.candidate == POLICY and decides_order(self.options)
         _, executable = self._lower(program, decisions, schedule)
         correct, mismatch, _ = self._check(executable, inputs, want)
@@ -417,7 +424,7 @@ class OptimizedFunction:
             self._sampler(reference, inputs, calls, dynamic=True),
             self._sampler(executable.compiled, inputs, calls, dynamic=True),
             budget_s=self.options.confirm_budget_s,
-            clock=choose_clock(self.options.clock),
+            clock=choose_clock(self.options.clock, platform),
             calls=calls,
         )
         seen = f"{describe(estimate)} over {rounds} rounds"
@@ -441,10 +448,11 @@ class OptimizedFunction:
         jit_first_s: float,
         one_call: float,
         reference: Any,
+        platform: str,
         progress: _Progress,
     ) -> tuple[Record, Decisions | None, Callable[..., Any]]:
         options = self.options
-        program = self._program(lowered)
+        program = self._program(lowered, platform)
         progress("capturing the pre-fusion graph")
         nodes = program.graph.num_nodes
         names = candidate_names(options)
@@ -452,7 +460,7 @@ class OptimizedFunction:
         warmup_s = warm_up(options)
         outcome: dict[str, str] = {}
         decide_s = policy_compile_s = compile_s = 0.0
-        clock = choose_clock(options.clock)
+        clock = choose_clock(options.clock, platform)
         measure_base_s = max(options.measure_budget_s, options.measure_budget_ratio * jit_first_s)
         compile_budget = options.compile_budget_ratio * (jit_first_s + measure_base_s)
         calls = calls_per_sample(one_call)

@@ -35,11 +35,14 @@ WARMUP_BELOW_S = 0.1
 FIRST_LOOK_SLACK = 1.25
 
 
-def choose_clock(clock: str) -> str:
+def choose_clock(clock: str, platform: str = "cpu") -> str:
     """``"cpu"`` or ``"wall"`` for :attr:`Options.clock` (``"auto"``: CPU time when this
-    process may run on one core only, where it counts this process's work alone)."""
+    process may run on one core only, where it counts this process's work alone, and the
+    program runs on the CPU: a GPU's work is on no CPU clock, so there it is wall time)."""
     if clock != "auto":
         return clock
+    if platform != "cpu":
+        return "wall"
     try:
         pinned = len(os.sched_getaffinity(0)) == 1
     except AttributeError:  # not Linux

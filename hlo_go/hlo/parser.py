@@ -131,6 +131,7 @@ _FAST_SIGNATURE = re.compile(
     rf"\s*->\s*{_SHAPE_PATTERN}"
 )
 _NAMES = re.compile(_NAME)
+_ELEMENT_INDEX = re.compile(r"#(\d+)")
 _ATTR_ITEMS = re.compile(rf"\s*,\s*({_NAME})=\s*({_VALUE})")
 # Metadata entries are separated by whitespace, or by commas (XLA's parser accepts both;
 # hand-written and older TensorFlow modules use commas).
@@ -219,6 +220,12 @@ class _Parser:
         self.computations: dict[str, HloComputation] = {}
         self.shape_cache: dict[str, Shape] = {}
         self.metadata_cache: dict[str, FrozenDict[str, MetadataValue]] = {}
+        # The computation being parsed: its instructions' shapes so far, and the
+        # get-tuple-element instructions made for ``%tuple#index`` operands (by tuple name
+        # and index; ``pending``: those the instruction being parsed needs first).
+        self.shapes: dict[str, Shape] = {}
+        self.element_names: dict[tuple[str, int], str] = {}
+        self.pending: list[HloInstruction] = []
 
     # -- errors -------------------------------------------------------------
 
@@ -353,6 +360,7 @@ class _Parser:
         instructions: list[HloInstruction] = []
         positions: dict[str, int] = {}
         root_name: str | None = None
+        self.shapes, self.element_names, self.pending = {}, {}, []
         while True:
             head = _FAST_INSTR.match(text, pos)
             if head is not None:
@@ -378,7 +386,11 @@ class _Parser:
                         head.start(1), f"computation {name!r} has two ROOT instructions"
                     )
                 root_name = instr.name
+            if self.pending:  # get-tuple-elements of its ``%tuple#index`` operands
+                instructions.extend(self.pending)
+                self.pending = []
             positions[instr.name] = head.start(2)
+            self.shapes[instr.name] = instr.shape
             instructions.append(instr)
         if not instructions:
             raise self.error(pos - 1, f"computation {name!r} has no instructions")
@@ -533,7 +545,7 @@ class _Parser:
                 pos = s.end()
             else:
                 start = pos
-                operands, pos = self.parse_general_operands(pos)
+                operands, pos = self.parse_general_operands(pos, defined)
             self.check_operands(name, opcode, arity, operands, defined, start, start)
 
         attributes: dict[str, str] = {}
@@ -687,8 +699,13 @@ class _Parser:
             parameter_number,
         )
 
-    def parse_general_operands(self, pos: int) -> tuple[tuple[str, ...], int]:
-        """Operands written with shapes (``f32[2]{0} %x``), or anything the fast path missed."""
+    def parse_general_operands(
+        self, pos: int, defined: dict[str, int]
+    ) -> tuple[tuple[str, ...], int]:
+        """Operands written with shapes (``f32[2]{0} %x``), or anything the fast path missed.
+
+        ``%x#i`` (XLA's dumps write a tuple's element so, its get-tuple-element left out)
+        names a get-tuple-element of ``x`` made here (:meth:`tuple_element`)."""
         text = self.text
         names: list[str] = []
         pos = self.skip_ws(pos)
@@ -703,8 +720,12 @@ class _Parser:
                 m = re.compile(rf"%?({_NAME})").match(text, pos)
             if m is None:
                 raise self.error(pos, "expected an operand name")
-            names.append(m.group(1))
-            pos = self.skip_ws(m.end())
+            name, pos = m.group(1), m.end()
+            while (e := _ELEMENT_INDEX.match(text, pos)) is not None:
+                name = self.tuple_element(name, int(e.group(1)), defined, m.start(1))
+                pos = e.end()
+            names.append(name)
+            pos = self.skip_ws(pos)
             if text.startswith(",", pos):
                 pos += 1
             elif text.startswith(")", pos):
@@ -713,6 +734,36 @@ class _Parser:
                 raise self.error(pos, "nested instructions as operands are not supported")
             else:
                 raise self.error(pos, "expected ',' or ')' after operand")
+
+    def tuple_element(self, name: str, index: int, defined: dict[str, int], pos: int) -> str:
+        """The name of a get-tuple-element of ``name``'s ``index``-th element, made (and
+        queued in :attr:`pending`) the first time one is asked for."""
+        key = (name, index)
+        if key in self.element_names:
+            return self.element_names[key]
+        shape = self.shapes.get(name)
+        if shape is None:
+            raise self.error(pos, f"operand {name!r} is not defined before it")
+        if shape.dtype != "tuple" or index >= len(shape.tuple_shapes):
+            raise self.error(
+                pos, f"{name}#{index}: {name!r} has no tuple element {index} ({shape.to_text()})"
+            )
+        element = f"{name}.element{index}"
+        while element in defined or element in self.shapes:
+            element += "_"
+        self.pending.append(
+            HloInstruction(
+                element,
+                "get-tuple-element",
+                shape.tuple_shapes[index],
+                (name,),
+                FrozenDict({"index": str(index)}),
+            )
+        )
+        defined[element] = pos
+        self.shapes[element] = shape.tuple_shapes[index]
+        self.element_names[key] = element
+        return element
 
     def parse_attributes(self, pos: int, out: dict[str, str], *, what: str) -> int:
         """Parses ``, key=value`` pairs into ``out`` until none follows; returns the new offset."""

@@ -535,3 +535,26 @@ def prepare_custom_calls(text: str) -> None:
     """
     if 'custom_call_target="lapack_' in text:
         _lapack_initializer()()
+
+
+def hook_platform(platform: str) -> str:
+    """The name ``jax.extend.xla``'s compile hooks know ``platform`` by.
+
+    A GPU's devices say ``"gpu"``, but the hooks look its PJRT plugin up by the plugin's
+    own name (``"cuda"`` or ``"rocm"``): the first of those that is loaded.
+
+    Args:
+      platform: a device's platform (``"cpu"``, ``"gpu"``, ``"cuda"``, ...).
+
+    Returns:
+      ``platform``, or for ``"gpu"`` the loaded GPU plugin's name (``"gpu"`` if none is).
+    """
+    if platform != "gpu":
+        return platform
+    for name in ("cuda", "rocm"):
+        try:
+            _xla_jax.get_pjrt_plugin(name)
+        except Exception:  # not loaded: jaxlib raises its own runtime error
+            continue
+        return name
+    return platform

@@ -29,7 +29,12 @@ import jax
 import jax.extend
 
 from hlo_go.hlo import HloModule, parse_hlo
-from hlo_go.xla._jaxlib import forget_compiled_executables, module_from_proto, xla_module_to_text
+from hlo_go.xla._jaxlib import (
+    forget_compiled_executables,
+    hook_platform,
+    module_from_proto,
+    xla_module_to_text,
+)
 
 # Compile options that give the module XLA would fuse: its optimizations, minus
 # fusion, with matmuls left as plain dots (not YNNPACK custom fusions).
@@ -46,6 +51,33 @@ PREFUSION_COMPILER_OPTIONS: dict[str, Any] = {
 WRAPPED_COMPILER_OPTIONS: dict[str, Any] = {
     "xla_disable_hlo_passes": "fusion",
 }
+
+# XLA:GPU's fusion passes, as its pipeline names them (priority fusion, the sibling and
+# horizontal fusions after it, and the older instruction fusion and merger): XLA ignores a
+# name in ``xla_disable_hlo_passes`` that no pass of its pipeline has, so names from other
+# XLA versions do no harm. Its ``fusion-wrapper`` (every unfused instruction in a fusion of
+# its own, as XLA:GPU's emitters expect) and its library fusions (cuBLAS, cuDNN and Triton
+# GEMM fusions, like YNNPACK's on XLA:CPU) stay on.
+GPU_FUSION_PASSES: tuple[str, ...] = (
+    "priority-fusion",
+    "fusion",
+    "multi_output_fusion",
+    "horizontal_loop_fusion",
+    "gpu_horizontal_loop_fusion",
+    "horizontal_input_fusion",
+    "gpu_horizontal_input_fusion",
+    "fusion_merger",
+    "fusion-merger",
+)
+
+
+def wrapped_compiler_options(platform: str = "cpu") -> dict[str, Any]:
+    """:data:`WRAPPED_COMPILER_OPTIONS` for ``platform``: XLA's fusion passes off, its
+    fusion wrapper on (on ``"cuda"``/``"rocm"``, the passes of :data:`GPU_FUSION_PASSES`)."""
+    if platform in ("cuda", "rocm", "gpu"):
+        return {"xla_disable_hlo_passes": ",".join(GPU_FUSION_PASSES)}
+    return dict(WRAPPED_COMPILER_OPTIONS)
+
 
 # XLA's own fusion, matmuls as YNNPACK custom fusions included: its fusion of the
 # control-flow bodies our graph does not model (hlo_go.xla.fusion.adopt_control_flow). The
@@ -121,7 +153,7 @@ def hlo_hook(
         serialized proto bytes to replace the module, or None to leave it.
       module_name: only modules with this name reach the callback (None: all).
       stage: "pre_scheduler" or "post_scheduler".
-      platform: XLA platform name ("cpu", "cuda").
+      platform: XLA platform name ("cpu", "cuda", or a device's "gpu").
 
     The hook is always removed on exit, also when the block raises. A compile inside
     the block reaches it only when XLA really compiles: give that compile
@@ -132,6 +164,7 @@ def hlo_hook(
         raise ValueError(f"stage must be one of {sorted(_STAGES)}, got {stage!r}")
     pipeline_stage = _STAGES[stage]
     name = f"hlo_go_hook_{next(_counter)}"
+    platform = hook_platform(platform)
 
     def wrapped(proto: bytes) -> bytes | None:
         module = module_from_proto(proto)

@@ -68,9 +68,9 @@ from hlo_go.xla.fusion import (
     wrap_named,
 )
 from hlo_go.xla.hooks import (
-    WRAPPED_COMPILER_OPTIONS,
     XLA_FUSED_OPTIONS,
     capture_prefusion_with,
+    wrapped_compiler_options,
 )
 from hlo_go.xla.inputs import (
     has_abstract_leaves,
@@ -220,6 +220,29 @@ def _on(value: Any, device: Any) -> bool:
     return isinstance(value, jax.Array) and value.devices() == {device}
 
 
+# Lowering fusion and schedule decisions into XLA works on these platforms. On XLA:GPU
+# (jax 0.11.2, H200) the pre-fusion capture works but XLA's layout-sensitive verifier
+# rejects the lowered module, and on two of six corpus graphs aborts the process inside
+# shape inference (docs/gpu.md); EXPERIMENTAL_GPU_LOWERING_ENV lets a GPU check try.
+LOWERING_PLATFORMS: tuple[str, ...] = ("cpu",)
+EXPERIMENTAL_GPU_LOWERING_ENV = "HLO_GO_EXPERIMENTAL_GPU_LOWERING"
+
+
+def lowering_unsupported(platform: str) -> str:
+    """Why decisions cannot be lowered on ``platform`` ("" where they can).
+
+    Args:
+      platform: an XLA platform (``"cpu"``, ``"gpu"``, ``"cuda"``, ...).
+    """
+    if platform in LOWERING_PLATFORMS or os.environ.get(EXPERIMENTAL_GPU_LOWERING_ENV) == "1":
+        return ""
+    return (
+        f"lowering decisions into XLA:{platform.upper()} is not supported yet: XLA:GPU's "
+        "verifier rejects the lowered module, and on some graphs aborts the process "
+        f"(docs/gpu.md; {EXPERIMENTAL_GPU_LOWERING_ENV}=1 tries it anyway)"
+    )
+
+
 class Program:
     """One program to compile with XLA's default pipeline or with our decisions.
 
@@ -298,7 +321,7 @@ class Program:
             self._compile,
             self.name,
             platform=self.platform,
-            compiler_options=WRAPPED_COMPILER_OPTIONS,
+            compiler_options=wrapped_compiler_options(self.platform),
         )
         return unwrap_fusions(wrapped)
 
@@ -451,10 +474,14 @@ class Program:
 
         Raises:
           DecisionsMismatchError: decisions made for another graph.
-          LoweringError: decisions that do not fit the graph, a method name.
+          LoweringError: decisions that do not fit the graph, a method name, a platform
+            lowering does not support yet (:func:`lowering_unsupported`).
           FusionError: an illegal fusion group.
           ScheduleError: priorities that give an illegal order.
         """
+        unsupported = lowering_unsupported(self.platform)
+        if unsupported:
+            raise LoweringError(f"cannot lower {self.name!r}: {unsupported}")
         if decisions is not None:
             _refuse_name(decisions, "decisions")
             fusion = decisions if fusion is None else fusion

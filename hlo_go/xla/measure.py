@@ -338,13 +338,18 @@ def measure_many(
         b = timings["XLA default"]
         for n in batch:
             v = timings[n]
+            timed = v.median > 0 and b.median > 0
             results[n] = results[n]._replace(
                 time_s=v.median,
                 baseline_time_s=b.median,
                 spread=(v.min, v.max),
                 baseline_spread=(b.min, b.max),
-                speedup=b.median / v.median,
+                speedup=b.median / v.median if timed else None,
                 repeats=rounds,
-                message=_joined("timed separately (slow)" if n in slow else "", results[n].message),
+                message=_joined(
+                    "timed separately (slow)" if n in slow else "",
+                    "" if timed else f"a median of 0 s on the {clock} clock: too fast to time",
+                    results[n].message,
+                ),
             )
     return results

@@ -65,6 +65,18 @@ class InstructionProfile(NamedTuple):
 
 TRACEME_OPTIONS: dict[str, Any] = {"xla_cpu_enable_xprof_traceme": True}
 
+# XLA:GPU launches runs of kernels as CUDA graphs (command buffers), whose kernels the trace
+# tags with the command buffer's name rather than their instructions'. A threshold no
+# region reaches keeps every kernel launched, and traced, as its own instruction.
+GPU_PROFILE_OPTIONS: dict[str, Any] = {"xla_gpu_graph_min_graph_size": 1_000_000}
+
+
+def profile_options(platform: str = "cpu") -> dict[str, Any]:
+    """The compile options that make ``platform``'s runs traced per instruction."""
+    if platform == "cpu":
+        return dict(TRACEME_OPTIONS)
+    return {**TRACEME_OPTIONS, **GPU_PROFILE_OPTIONS}
+
 
 def profile_lowered(
     lowered: Any,
@@ -74,6 +86,7 @@ def profile_lowered(
     compiler_options: dict[str, Any] | None = None,
     clock: Clock = "wall",
     share_overlaps: bool | None = None,
+    platform: str = "cpu",
 ) -> InstructionProfile:
     """Compiles ``lowered`` with per-instruction tracing, runs it and reads the times.
 
@@ -85,11 +98,12 @@ def profile_lowered(
       clock: ``"wall"`` or ``"cpu"`` (see the module docstring).
       share_overlaps: charge overlapping events by processor share (default: when this
         process may use a single core).
+      platform: the platform ``lowered`` compiles for (:func:`profile_options`).
 
     Returns:
       An :class:`InstructionProfile`.
     """
-    options = {**(compiler_options or {}), **TRACEME_OPTIONS}
+    options = {**(compiler_options or {}), **profile_options(platform)}
     compiled = lowered.compile(compiler_options=options)
     module_name = lowered.compiler_ir("hlo").as_hlo_module().name
     return profile_compiled(
@@ -159,7 +173,10 @@ def profile_compiled(
         if not files:
             raise RuntimeError("jax.profiler.trace wrote no xplane file")
         per_run = _instruction_times(
-            ProfileData.from_file(files[0]), module_name, share_overlaps=share_overlaps
+            ProfileData.from_file(files[0]),
+            module_name,
+            share_overlaps=share_overlaps,
+            runs_traced=repeats,
         )
     if not separate_steps:
         steps = profiled
@@ -218,18 +235,30 @@ def shared_durations(intervals: Sequence[tuple[float, float]]) -> list[float]:
 
 
 def _instruction_times(
-    profile: ProfileData, module_name: str, *, share_overlaps: bool = False
+    profile: ProfileData,
+    module_name: str,
+    *,
+    share_overlaps: bool = False,
+    runs_traced: int = 1,
 ) -> dict[int, dict[str, float]]:
-    """run id -> instruction name -> seconds, from the host CPU plane's events."""
-    events: dict[int, list[tuple[str, float, float]]] = defaultdict(list)
-    for plane in profile.planes:
+    """run id -> instruction name -> seconds, from the events tagged with the module's
+    instructions: a GPU's kernels where a device plane (``/device:...``) has such events
+    (the host's events there are kernel launches), else the host CPU's thunks.
+
+    A GPU's kernel events carry no run id: their times are the ``runs_traced`` runs' mean,
+    as one run (with an id below every other)."""
+    events: dict[int | None, list[tuple[str, float, float]]] = defaultdict(list)
+    planes = list(profile.planes)
+    device_planes = [p for p in planes if p.name.startswith("/device:") and _tags(p, module_name)]
+    for plane in device_planes or planes:
         for line in plane.lines:
             for event in line.events:
                 stats = dict(event.stats)
                 if stats.get("hlo_module") != module_name or "hlo_op" not in stats:
                     continue
                 start = event.start_ns * 1e-9
-                events[int(stats.get("run_id", 0))].append(
+                run_id = stats.get("run_id")
+                events[None if run_id is None else int(run_id)].append(
                     (str(stats["hlo_op"]), start, start + event.duration_ns * 1e-9)
                 )
     runs: dict[int, dict[str, float]] = {}
@@ -239,7 +268,20 @@ def _instruction_times(
         else:
             durations = [end - start for _, start, end in found]
         times: dict[str, float] = defaultdict(float)
+        share = 1.0 / runs_traced if run is None else 1.0  # no run id: the runs' mean
         for (name, _, _), seconds in zip(found, durations, strict=True):
-            times[name] += seconds
+            times[name] += seconds * share
+        if run is None:  # run ids may be negative
+            run = min((r for r in events if r is not None), default=0) - 1
         runs[run] = dict(times)
     return runs
+
+
+def _tags(plane: Any, module_name: str) -> bool:
+    """Whether any event of ``plane`` is tagged with an instruction of ``module_name``."""
+    for line in plane.lines:
+        for event in line.events:
+            stats = dict(event.stats)
+            if stats.get("hlo_module") == module_name and "hlo_op" in stats:
+                return True
+    return False

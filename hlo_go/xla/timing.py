@@ -84,29 +84,48 @@ def arm_deadline(seconds: float | None) -> None:
     """Ends this process after ``seconds`` more CPU seconds (None: disarms).
 
     Meant for a measuring child pinned to one core (:func:`in_pinned_process`): the limit
-    is the kernel's CPU-time limit (``RLIMIT_CPU``), so it counts this process's own work,
-    not other processes' turns on a busy host, and its signal (``SIGXCPU``) ends the
-    process even while XLA runs native code that never returns to Python.
+    counts this process's own CPU time, not other processes' turns on a busy host. A
+    watchdog thread reads the process's CPU time every :data:`WATCHDOG_PERIOD_S` and, past
+    the limit, sends the process ``SIGXCPU``, whose default action ends it even while XLA
+    runs native code (which releases Python's lock while it compiles and runs).
     :func:`in_pinned_process` reports that end as a :class:`MeasureTimeoutError`.
 
+    The kernel's own CPU-time limit (``RLIMIT_CPU``) is not used: while a process has one,
+    Linux reads the process's CPU clock from a total updated only at each scheduler tick,
+    so ``time.process_time`` (the ``"cpu"`` clock) moves in steps of a tick (4 ms at 250
+    Hz) and a call shorter than that times as 0.
+
     Args:
-      seconds: the CPU seconds left from now (rounded up), or None.
+      seconds: the CPU seconds left from now, or None.
     """
-    import math
-    import resource
     import signal
 
     signal.signal(signal.SIGXCPU, signal.SIG_DFL)
-    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
-    if seconds is None:
-        resource.setrlimit(resource.RLIMIT_CPU, (hard, hard))
-        return
-    used = resource.getrusage(resource.RUSAGE_SELF)
-    spent = used.ru_utime + used.ru_stime
-    soft = math.ceil(spent + max(1.0, seconds))
-    if hard != resource.RLIM_INFINITY:
-        soft = min(soft, hard)
-    resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+    with _WATCHDOG_LOCK:
+        _watchdog["limit"] = None if seconds is None else time.process_time() + seconds
+        if seconds is not None and _watchdog["thread"] is None:
+            thread = threading.Thread(target=_watch_cpu_time, name="hlo-go-deadline", daemon=True)
+            _watchdog["thread"] = thread
+            thread.start()
+
+
+WATCHDOG_PERIOD_S = 0.25
+"""How often :func:`arm_deadline`'s watchdog reads the process's CPU time (seconds)."""
+
+_WATCHDOG_LOCK = threading.Lock()
+_watchdog: dict[str, Any] = {"limit": None, "thread": None}
+
+
+def _watch_cpu_time() -> None:
+    import os
+    import signal
+
+    while True:
+        time.sleep(WATCHDOG_PERIOD_S)
+        limit = _watchdog["limit"]
+        if limit is not None and time.process_time() > limit:
+            os.kill(os.getpid(), signal.SIGXCPU)
+            return
 
 
 def deadline_after(
