@@ -36,6 +36,7 @@ import json
 import math
 import os
 import pickle
+import re
 import statistics
 import subprocess
 import sys
@@ -492,13 +493,25 @@ def run_item(part: str, name: str, platform: str, work: Path, limit_s: float) ->
     elif code is None:
         result = {"error": f"timed out after {limit_s:.0f} s", "log_tail": log[-1500:]}
     else:
-        result = {"error": f"process exited with {code}", "log_tail": log[-1500:]}
+        result = {"error": f"process exited with {code}", "fatal": fatal_lines(log),
+                  "log_tail": log[-1500:]}  # fmt: skip
     if part == "probe" and dump_dir.exists():
         result["xla_dump"] = pack_dump(dump_dir)
     if part == "lowering_probe":
         result["archive"] = pack_folder(PROBE_DIR / f"lowering_{name}", dump_dir)
     result["seconds"] = seconds
     return result
+
+
+def fatal_lines(log: str) -> list[str]:
+    """XLA's fatal messages (``Check failed: ...``) and Python's last error in a log."""
+    found = [
+        re.sub(r"^[FE]\d{4} [\d:.]+\s+\d+ [^\]]*\] ", "", line.strip())
+        for line in log.splitlines()
+        if re.match(r"[FE]\d{4} ", line) or "Check failed" in line
+        or re.match(r"\w+(Error|Exception): ", line)
+    ]  # fmt: skip
+    return list(dict.fromkeys(found))[:5]
 
 
 def summarize_lowering(graphs: dict[str, Any]) -> dict[str, Any]:
