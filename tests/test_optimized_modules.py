@@ -166,7 +166,8 @@ def test_per_device_program_is_refused_before_xla():
 CHILD = textwrap.dedent(
     """
     import json, os, sys
-    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2" + (
+        f" --xla_dump_to={sys.argv[2]}" if sys.argv[1] == "dump" else "")
     import jax, jax.numpy as jnp, numpy as np
     import hlo_go.xla as X
     from hlo_go.corpus import text as corpus_text
@@ -189,6 +190,12 @@ CHILD = textwrap.dedent(
     def fused(x, w):
         return jnp.tanh(x @ w).sum(0) * 2.0 + 1.0
 
+    def scanned(x):
+        def body(carry, _):
+            a, b = carry
+            return (jnp.tanh(a * 2.0 + b), b + a), None
+        return jax.lax.scan(body, (x, x), None, length=5)[0]
+
     def linalg(a, b):
         return jnp.linalg.solve(a, b) + jnp.linalg.cholesky(a @ a.T + 4 * jnp.eye(4)).sum()
 
@@ -207,6 +214,11 @@ CHILD = textwrap.dedent(
         g = jax.shard_map(lambda v: jax.lax.psum(v * 2.0, "d"), mesh=mesh,
                           in_specs=P("d"), out_specs=P())
         report(case, jax.jit(g).lower(x).compile().as_text())
+    elif case == "dump":  # XLA's own dump file (jax >= 0.11 writes tuple elements as %t#i)
+        import glob
+        jax.jit(scanned).lower(b).compile()
+        path, = glob.glob(os.path.join(sys.argv[2], "*jit_scanned*after_optimizations.txt"))
+        report(case, open(path).read(), scanned, [b])
     elif case == "async":
         report(case, sys.stdin.read())
     elif case == "corpus":
@@ -237,6 +249,14 @@ def run_child(*args: str, stdin: str = "") -> dict:
 
 def test_compiled_module_with_fusions_is_measured():
     line = run_child("fusions")
+    assert line["outcome"] == "measured", line
+    assert line["correct"] and line["same"], line
+
+
+def test_xla_dump_file_of_a_loop_is_measured(tmp_path: Path):
+    """The module XLA dumps after optimizing (``--xla_dump_to``), in this jax's own dump
+    format, is measured and computes what the function does."""
+    line = run_child("dump", str(tmp_path))
     assert line["outcome"] == "measured", line
     assert line["correct"] and line["same"], line
 
