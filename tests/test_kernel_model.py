@@ -218,12 +218,15 @@ def test_contention_factors(graph: OpGraph):
     np.testing.assert_allclose(kd.contention_factors(samples), [2.0, 1.0, 0.5])
     bare = _sample(graph)._replace(meta={})
     np.testing.assert_allclose(kd.contention_factors([bare]), [1.0])
-    # Steps at the graph's typical load: interleaved timings where a sample has them.
-    inter = {"step_s": 0.03, "reference_s": 1.0, "rounds": 3}
+    # Steps in the graph's frame: interleaved timings where a sample has them, and the
+    # frame is the interleaved (quiet) reference where there is one.
+    inter = {"step_s": 0.03, "reference_s": 0.5, "rounds": 3}
     mixed = [*samples, samples[0]._replace(meta={**samples[0].meta, "interleaved": inter})]
-    # references 1, 2, 4 and 1 (interleaved): their median is 1.5
-    np.testing.assert_allclose(kd.corrected_steps(mixed), [0.015, 0.0075, 0.00375, 0.045])
+    # the quiet reference 0.5: steps scaled by 0.5 / their own reference
+    np.testing.assert_allclose(kd.corrected_steps(mixed), [0.005, 0.0025, 0.00125, 0.03])
     np.testing.assert_allclose(kd.corrected_steps([bare]), [bare.step_s])
+    # kernels scaled to the quiet frame too: the profiled references 1, 2, 4 and 1
+    np.testing.assert_allclose(kd.contention_factors(mixed), [0.5, 0.25, 0.125, 0.5])
 
 
 def _interleaved(sample: kd.KernelSample, steps: list[float]) -> kd.KernelSample:

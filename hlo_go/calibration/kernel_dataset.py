@@ -294,10 +294,18 @@ def load_dataset(
 
 
 def contention_factors(samples: Sequence[KernelSample]) -> np.ndarray:
-    """Per sample of one graph, the factor that scales its times to the graph's typical
-    contention: the median over the samples of the reference step time (XLA's default
-    compile timed around each variant, the geometric mean of its two timings) divided by
-    the sample's own. 1 for a sample without reference times.
+    """Per sample of one graph, the factor that scales its times to the graph's quiet
+    frame: XLA's default compile's step time on a quiet host divided by the same step
+    timed around the sample's profile (the geometric mean of its two timings). 1 for a
+    sample without reference times.
+
+    The quiet frame is the median reference of the graph's interleaved re-timings
+    (``meta["interleaved"]["reference_s"]``, :func:`retime_graph`), where the samples have
+    them; else the median of the profiled references (the graph's typical load). The
+    kernels were profiled on a host under load: the default compile ran 1.4x to 2.6x
+    slower then (per graph) than in the quiet rounds, so kernel times scaled to the
+    typical load describe a loaded host, and step times (:func:`corrected_steps`) are in
+    the quiet frame.
 
     Args:
       samples: samples of one graph.
@@ -313,8 +321,19 @@ def contention_factors(samples: Sequence[KernelSample]) -> np.ndarray:
     )
     if not np.isfinite(refs).any():
         return np.ones(len(samples))
-    typical = float(np.nanmedian(refs))
-    return np.where(np.isfinite(refs), typical / refs, 1.0)
+    return np.where(np.isfinite(refs), frame_reference(samples, refs) / refs, 1.0)
+
+
+def frame_reference(samples: Sequence[KernelSample], profiled: np.ndarray) -> float:
+    """The reference step time of a graph's frame (:func:`contention_factors`): the median
+    of its interleaved (quiet) references where any sample has one, else the median of
+    ``profiled`` (per sample, NaN where it has none)."""
+    quiet = [
+        float(s.meta["interleaved"]["reference_s"])
+        for s in samples
+        if (s.meta.get("interleaved") or {}).get("reference_s")
+    ]
+    return float(np.median(quiet)) if quiet else float(np.nanmedian(profiled))
 
 
 PREEMPT_INTERVAL_S = 3e-3
@@ -352,13 +371,13 @@ def kernel_seconds(
 
 
 def corrected_steps(samples: Sequence[KernelSample]) -> np.ndarray:
-    """Each sample's step time at the graph's typical load.
+    """Each sample's step time in the graph's frame (:func:`frame_reference`).
 
     A sample timed interleaved with XLA's default compile (``meta["interleaved"]``)
     gives its step relative to the reference in the same rounds (the median of the
     per-round ratios where the rounds are stored, so that each round's load cancels); one
     without, its profiled step relative to the reference timed around it. Either ratio is
-    scaled by the median reference of the graph's samples.
+    scaled by the frame's reference.
 
     Args:
       samples: samples of one graph.
@@ -389,7 +408,13 @@ def corrected_steps(samples: Sequence[KernelSample]) -> np.ndarray:
     ref = np.array(refs)
     if not np.isfinite(ref).any():
         return np.array(steps)
-    typical = float(np.nanmedian(ref))
+    profiled = np.array(
+        [
+            float(np.sqrt(np.prod(s.meta["reference_s"]))) if s.meta.get("reference_s") else np.nan
+            for s in samples
+        ]
+    )
+    typical = frame_reference(samples, profiled if np.isfinite(profiled).any() else ref)
     return np.array(steps) * np.where(np.isfinite(ref), typical / ref, 1.0)
 
 
