@@ -200,7 +200,8 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         "dataset_graphs": _dataset_summary(DATA),
         "clock": "one process pinned to one core; steps: CPU time, timed interleaved with "
         "XLA's default compile of the graph (or once around each variant where not "
-        "interleaved) and scaled to the graph's typical load; kernels: XLA's per-thunk "
+        "interleaved) and scaled to the graph's quiet frame (XLA's default compile "
+        "re-timed on a quiet host, kernel_dataset.frame_reference); kernels: XLA's per-thunk "
         "trace events (wall clock), corrected for preemption by event length "
         "(hlo_go.calibration.kernel_dataset.kernel_seconds) and scaled like the steps; "
         "*_raw: without the load scaling; per-variant step spread in graphs_detail",

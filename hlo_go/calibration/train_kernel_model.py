@@ -96,7 +96,7 @@ class GraphExamples(NamedTuple):
         input; their roofline stands).
       samples: the variants.
       factors: ``float64[S]`` the contention factor applied to each variant's kernel times.
-      step_s: ``float64[S]`` each variant's measured step (at the graph's typical load,
+      step_s: ``float64[S]`` each variant's measured step (in the graph's quiet frame,
         :func:`~hlo_go.calibration.kernel_dataset.corrected_steps`, unless raw).
     """
 
