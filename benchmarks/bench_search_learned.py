@@ -1,0 +1,196 @@
+"""Search over the learned-cost-model simulator, measured: does a better cost model make
+the search win on XLA:CPU?
+
+For each graph (:data:`GRAPHS`: the learned model's training families and its held-out
+ones), in a child process pinned to a core of its own and timed by CPU time, the fusion
+heuristics (``xla-cpu-like``, ``fuse-all-legal``, ``priority-fusion``) and two searches of
+equal budget (:data:`hlo_go.methods.SEARCHED`, simulated annealing with
+:data:`benchmarks.bench_lowering.SEARCH_BUDGET` evaluations, XLA's order with
+memory-freeing instructions first) are lowered, checked against XLA's default compile and
+timed interleaved with it (:func:`hlo_go.xla.measure_many`, as ``bench_lowering``):
+
+* ``searched``: over ``host-cpu-1`` priced by the calibrated roofline;
+* ``searched-learned``: over ``host_cpu(1, kernel_model=HOST_KERNEL_MODEL)``, priced by
+  the shipped learned kernel cost model (:mod:`hlo_go.sim.learned`).
+
+Headline: per search, the geomean over graphs of the best heuristic's time over the
+search's (> 1: the search is faster), ``searched_vs_best_heuristic_geomean`` and
+``searched_learned_vs_best_heuristic_geomean``, also over the held-out families alone.
+Per-graph results are cached in ``results/search_learned.partial.json`` (resumable);
+``HLO_GO_SEARCH_LEARNED_GRAPHS`` picks graphs; ``--quick``: one graph, a smaller search.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import queue
+import statistics
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from benchmarks import RESULTS_DIR, inputs_digest
+
+GRAPHS = (
+    "rnnlm_l2_scan",
+    "gnmt_l2_scan",
+    "gpt2_l2",
+    "bert_l2",
+    "transformer_xl_l2",
+    "gnmt_l4_scan",
+    "resnet_26",
+    "rnnlm_l4_scan",
+)
+QUICK_GRAPHS = ("rnnlm_l2_scan",)
+HEURISTICS = ("xla-cpu-like", "fuse-all-legal", "priority-fusion")
+SEARCHES = ("searched", "searched-learned")
+REPEATS = 5
+QUICK_REPEATS = 2
+PARTIAL = RESULTS_DIR / "search_learned.partial.json"
+RESULTS_VERSION = 1
+
+
+def _log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def measure_graph(name: str, *, repeats: int, budget: int) -> dict[str, Any]:
+    """The heuristics and both searches of one graph, lowered and timed (run it pinned)."""
+    from hlo_corpus import get_workload
+    from hlo_go import methods
+    from hlo_go.sim.presets import HOST_KERNEL_MODEL, host_cpu
+    from hlo_go.xla import measure_many, program
+
+    start = time.perf_counter()
+    step, abstract = get_workload(name).make()
+    prog = program(step, abstract)
+    variants = methods.variants(prog.graph, {m: (m, None) for m in HEURISTICS})
+    spec = {methods.SEARCHED: (methods.SEARCHED, methods.SEARCHED)}
+    search_s = {}
+    for label, cluster in (
+        ("searched", methods.HOST_CLUSTER),
+        ("searched-learned", host_cpu(1, kernel_model=HOST_KERNEL_MODEL)),
+    ):
+        began = time.perf_counter()
+        decided = methods.variants(prog.graph, spec, cluster=cluster, budget=budget)
+        search_s[label] = time.perf_counter() - began
+        variants[label] = decided[methods.SEARCHED]._replace(label=label)
+    results = measure_many(
+        prog, variants, repeats=repeats, warmup=1, clock="cpu", slow_factor=3.0,
+        slow_repeats=2, skip_factor=8.0, progress=lambda line: _log(f"{name}: {line}"),
+    )  # fmt: skip
+    rows = [
+        {
+            "graph": name,
+            "variant": label,
+            "correct": m.correct,
+            "relative": m.relative,
+            "relative_min": m.spread[0] / m.baseline_time_s if m.spread else None,
+            "relative_max": m.spread[1] / m.baseline_time_s if m.spread else None,
+            "fusions": m.kernels,
+            "search_s": round(search_s.get(label, 0.0), 1),
+            "message": m.message[:200],
+        }
+        for label, m in results.items()
+    ]
+    return {
+        "graph": name,
+        "nodes": prog.graph.num_nodes,
+        "inputs_sha256": inputs_digest(prog.args),
+        "version": RESULTS_VERSION,
+        "seconds": time.perf_counter() - start,
+        "rows": rows,
+    }
+
+
+def versus_best(per_graph: dict[str, dict[str, Any]], search: str) -> dict[str, float]:
+    """Per graph, the best correct heuristic's relative time over ``search``'s (> 1: the
+    search is faster); graphs where either is missing or wrong are left out."""
+    out = {}
+    for name, g in per_graph.items():
+        by = {r["variant"]: r for r in g.get("rows", []) if r["correct"] and r["relative"]}
+        best = [by[h]["relative"] for h in HEURISTICS if h in by]
+        if best and search in by:
+            out[name] = min(best) / by[search]["relative"]
+    return out
+
+
+def _geomean(values: list[float]) -> float | None:
+    return math.exp(statistics.fmean(math.log(v) for v in values)) if values else None
+
+
+def summarize(per_graph: dict[str, dict[str, Any]], heldout: set[str]) -> dict[str, Any]:
+    """Headline numbers: each search against the best heuristic, over all graphs and over
+    the ``heldout`` graphs (those of the model's held-out families)."""
+    out: dict[str, Any] = {}
+    for search in SEARCHES:
+        key = search.replace("-", "_")
+        ratios = versus_best(per_graph, search)
+        held = [v for g, v in ratios.items() if g in heldout]
+        out[f"{key}_vs_best_heuristic_geomean"] = _geomean(list(ratios.values()))
+        out[f"{key}_vs_best_heuristic_heldout_geomean"] = _geomean(held)
+        out[f"{key}_faster_than_best_heuristic"] = sum(v > 1 for v in ratios.values())
+        out[f"{key}_graphs"] = len(ratios)
+    return out
+
+
+def run(*, quick: bool = False) -> dict[str, Any]:
+    """Runs the benchmark (see the module docstring)."""
+    from benchmarks.bench_lowering import SEARCH_BUDGET
+    from hlo_go import corpus
+    from hlo_go.sim.learned.predict import load_kernel_model
+    from hlo_go.xla.timing import in_pinned_process
+
+    only = os.environ.get("HLO_GO_SEARCH_LEARNED_GRAPHS", "")
+    graphs = QUICK_GRAPHS if quick else tuple(only.split(",")) if only else GRAPHS
+    repeats = QUICK_REPEATS if quick else REPEATS
+    budget = 200 if quick else SEARCH_BUDGET
+    cache = PARTIAL.with_suffix(".quick.json") if quick else PARTIAL
+    per_graph: dict[str, dict[str, Any]] = json.loads(cache.read_text()) if cache.exists() else {}
+    per_graph = {g: v for g, v in per_graph.items() if v.get("version") == RESULTS_VERSION}
+    todo = [g for g in graphs if g not in per_graph or "error" in per_graph[g]]
+    free: queue.SimpleQueue[int] = queue.SimpleQueue()
+    for cpu in sorted(os.sched_getaffinity(0))[-2:]:
+        free.put(cpu)
+    lock = threading.Lock()
+
+    def one(name: str) -> None:
+        cpu = free.get()
+        _log(f"{name}: start on core {cpu}")
+        try:
+            measured = in_pinned_process(
+                measure_graph, name, repeats=repeats, budget=budget, cpu=cpu
+            )
+        except Exception as error:  # one graph's failure is its row
+            measured = {"graph": name, "error": f"{type(error).__name__}: {error}",
+                        "rows": [], "version": RESULTS_VERSION}  # fmt: skip
+        finally:
+            free.put(cpu)
+        with lock:
+            per_graph[name] = measured
+            cache.write_text(json.dumps(per_graph, indent=1))
+        _log(f"{name}: done in {measured.get('seconds', 0):.0f} s")
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        list(pool.map(one, todo))
+    chosen = {g: per_graph[g] for g in graphs if g in per_graph}
+    model = load_kernel_model("host-cpu")
+    heldout = set(model.meta.get("heldout_families", ())) if model is not None else set()
+    families = {g: corpus.family(g) for g in chosen}
+    rows = [r for g in chosen.values() for r in g.get("rows", [])]
+    return {
+        "title": "search over the roofline vs over the learned cost model, measured on XLA:CPU",
+        "rows": rows,
+        **summarize(chosen, {g for g, f in families.items() if f in heldout}),
+        "heldout_families": ", ".join(sorted(heldout)),
+        "graphs_failed": {g: v["error"] for g, v in chosen.items() if "error" in v},
+        "search_budget": budget,
+        "repeats": repeats,
+        "clock": "CPU time, one process pinned to one core per graph (two graphs at once); "
+        "relative: a variant's median over XLA's default compile's median in the same "
+        "interleaving",
+    }
