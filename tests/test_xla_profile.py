@@ -43,7 +43,11 @@ def test_cpu_clock_profile_of_a_pinned_process() -> None:
     profile = in_pinned_process(_profile_small, cpu=default_cpu())
     assert profile.runs == 3
     total = sum(profile.instruction_s.values())
-    assert 0 < total <= 1.05 * profile.step_s
+    # Kernels and step are different runs, and a run's events are scaled by its own CPU /
+    # wall ratio: with other processes on the core (CI's two workers and this child on two
+    # cores) the kernels came to 1.25x the step once; overlapping thunks charged in full
+    # would count several times over.
+    assert 0 < total <= 1.5 * profile.step_s
 
 
 def _profile_small() -> object:

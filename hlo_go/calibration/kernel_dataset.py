@@ -313,15 +313,21 @@ def contention_factors(samples: Sequence[KernelSample]) -> np.ndarray:
     Returns:
       ``float64[len(samples)]``.
     """
-    refs = np.array(
+    refs = profiled_references(samples)
+    if not np.isfinite(refs).any():
+        return np.ones(len(samples))
+    return np.where(np.isfinite(refs), frame_reference(samples, refs) / refs, 1.0)
+
+
+def profiled_references(samples: Sequence[KernelSample]) -> np.ndarray:
+    """Per sample, XLA's default compile's step timed around its profile (the geometric
+    mean of the two timings; NaN where the sample has none)."""
+    return np.array(
         [
             float(np.sqrt(np.prod(s.meta["reference_s"]))) if s.meta.get("reference_s") else np.nan
             for s in samples
         ]
     )
-    if not np.isfinite(refs).any():
-        return np.ones(len(samples))
-    return np.where(np.isfinite(refs), frame_reference(samples, refs) / refs, 1.0)
 
 
 def frame_reference(samples: Sequence[KernelSample], profiled: np.ndarray) -> float:
@@ -401,20 +407,14 @@ def corrected_steps(samples: Sequence[KernelSample]) -> np.ndarray:
             refs.append(reference)
         elif s.meta.get("reference_s"):
             steps.append(s.step_s)
-            refs.append(float(np.sqrt(np.prod(s.meta["reference_s"]))))
+            refs.append(float(profiled_references([s])[0]))
         else:
             steps.append(s.step_s)
             refs.append(np.nan)
     ref = np.array(refs)
     if not np.isfinite(ref).any():
         return np.array(steps)
-    profiled = np.array(
-        [
-            float(np.sqrt(np.prod(s.meta["reference_s"]))) if s.meta.get("reference_s") else np.nan
-            for s in samples
-        ]
-    )
-    typical = frame_reference(samples, profiled if np.isfinite(profiled).any() else ref)
+    typical = frame_reference(samples, profiled_references(samples))
     return np.array(steps) * np.where(np.isfinite(ref), typical / ref, 1.0)
 
 
