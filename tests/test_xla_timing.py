@@ -55,6 +55,9 @@ def test_a_freeze_of_the_process_s_own_is_left_alone() -> None:
     try:
         before = gc.get_freeze_count()
         time_interleaved({"A": lambda: None}, repeats=2, warmup=0)
-        assert gc.get_freeze_count() == before
+        # Still frozen (an unfreeze leaves 0). Not exactly as many: the freeze also took
+        # objects other threads were using (pytest-xdist's I/O thread), and their release
+        # frees a few frozen objects (2 fewer of 1.4 million, once in CI).
+        assert gc.get_freeze_count() > before - 1000
     finally:
         gc.unfreeze()
