@@ -542,7 +542,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--graphs", default="", help="comma-separated graphs (default: each part's)"
     )
-    parser.add_argument("--deadline-s", type=float, default=float(os.environ.get("GPU_CHECK_DEADLINE_S", 430)),
+    parser.add_argument("--deadline-s", type=float, default=float(os.environ.get("GPU_CHECK_DEADLINE_S", 400)),
                         help="start no item after this many seconds")  # fmt: skip
     parser.add_argument(
         "--items",

@@ -32,7 +32,7 @@ fi
 export PYTHONPATH=".${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 export XLA_PYTHON_CLIENT_PREALLOCATE=false  # leave GPU memory to what each part asks
 log="${OUT:-/tmp}/gpu_check.log"
-# gpu_check.py starts no item after its deadline (GPU_CHECK_DEADLINE_S, 430 s) and kills an
+# gpu_check.py starts no item after its deadline (GPU_CHECK_DEADLINE_S, 400 s) and kills an
 # item 40 s after it; this limit is the backstop. A CPU dry run on a busy host takes longer.
 limit=480
 case " $* " in *" --dry-run "*) limit=1800 ;; esac
