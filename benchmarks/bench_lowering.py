@@ -115,7 +115,7 @@ def measure_graph(name: str, *, repeats: int, budget: int) -> dict[str, Any]:
     """
     from hlo_corpus import get_workload
     from hlo_go import methods
-    from hlo_go.xla import measure_many, program
+    from hlo_go.xla import program
 
     start = time.perf_counter()
     step, abstract = get_workload(name).make()
@@ -129,6 +129,24 @@ def measure_graph(name: str, *, repeats: int, budget: int) -> dict[str, Any]:
     )
     search_s = time.perf_counter() - search_start
     variants.update(searched)
+    rows = measured_rows(name, prog, variants, repeats=repeats)
+    return {
+        "graph": name,
+        "nodes": nodes,
+        "inputs_sha256": digest,
+        "version": RESULTS_VERSION,
+        "search_s": search_s,
+        "seconds": time.perf_counter() - start,
+        "rows": rows,
+    }
+
+
+def measured_rows(name: str, prog: Any, variants: dict[str, Any], *, repeats: int) -> list[dict]:
+    """``variants`` of ``prog`` lowered, checked and timed against XLA's default compile
+    (:func:`hlo_go.xla.measure_many`, CPU time; a variant 3x slower on its checking run
+    timed apart for 2 rounds, one 8x slower not run again): one row per variant."""
+    from hlo_go.xla import measure_many
+
     results = measure_many(
         prog,
         variants,
@@ -140,37 +158,27 @@ def measure_graph(name: str, *, repeats: int, budget: int) -> dict[str, Any]:
         skip_factor=8.0,
         progress=lambda line: _log(f"{name}: {line}"),
     )
-    rows = []
-    for label, m in results.items():
-        rows.append(
-            {
-                "graph": name,
-                "variant": label,
-                "correct": m.correct,
-                "relative": m.relative,
-                "relative_min": m.spread[0] / m.baseline_time_s if m.spread else None,
-                "relative_max": m.spread[1] / m.baseline_time_s if m.spread else None,
-                "time_s": m.time_s,
-                "baseline_time_s": m.baseline_time_s,
-                "baseline_min_s": m.baseline_spread[0] if m.baseline_spread else None,
-                "baseline_max_s": m.baseline_spread[1] if m.baseline_spread else None,
-                "fusions": m.kernels,
-                "repeats": m.repeats,
-                "compile_s": m.compile_s,
-                "temp_bytes": m.temp_bytes,
-                "baseline_temp_bytes": m.baseline_temp_bytes,
-                "message": m.message[:300],
-            }
-        )
-    return {
-        "graph": name,
-        "nodes": nodes,
-        "inputs_sha256": digest,
-        "version": RESULTS_VERSION,
-        "search_s": search_s,
-        "seconds": time.perf_counter() - start,
-        "rows": rows,
-    }
+    return [
+        {
+            "graph": name,
+            "variant": label,
+            "correct": m.correct,
+            "relative": m.relative,
+            "relative_min": m.spread[0] / m.baseline_time_s if m.spread else None,
+            "relative_max": m.spread[1] / m.baseline_time_s if m.spread else None,
+            "time_s": m.time_s,
+            "baseline_time_s": m.baseline_time_s,
+            "baseline_min_s": m.baseline_spread[0] if m.baseline_spread else None,
+            "baseline_max_s": m.baseline_spread[1] if m.baseline_spread else None,
+            "fusions": m.kernels,
+            "repeats": m.repeats,
+            "compile_s": m.compile_s,
+            "temp_bytes": m.temp_bytes,
+            "baseline_temp_bytes": m.baseline_temp_bytes,
+            "message": m.message[:300],
+        }
+        for label, m in results.items()
+    ]
 
 
 def current_inputs_digest(name: str) -> str:

@@ -51,7 +51,8 @@ SEARCHES = ("searched", "searched-learned")
 REPEATS = 5
 QUICK_REPEATS = 2
 PARTIAL = RESULTS_DIR / "search_learned.partial.json"
-RESULTS_VERSION = 1
+# 2: rows as bench_lowering's (benchmarks.bench_lowering.measured_rows), search_s added.
+RESULTS_VERSION = 2
 
 
 def _log(message: str) -> None:
@@ -60,10 +61,11 @@ def _log(message: str) -> None:
 
 def measure_graph(name: str, *, repeats: int, budget: int) -> dict[str, Any]:
     """The heuristics and both searches of one graph, lowered and timed (run it pinned)."""
+    from benchmarks.bench_lowering import measured_rows
     from hlo_corpus import get_workload
     from hlo_go import methods
     from hlo_go.sim.presets import HOST_KERNEL_MODEL, host_cpu
-    from hlo_go.xla import measure_many, program
+    from hlo_go.xla import program
 
     start = time.perf_counter()
     step, abstract = get_workload(name).make()
@@ -79,24 +81,9 @@ def measure_graph(name: str, *, repeats: int, budget: int) -> dict[str, Any]:
         decided = methods.variants(prog.graph, spec, cluster=cluster, budget=budget)
         search_s[label] = time.perf_counter() - began
         variants[label] = decided[methods.SEARCHED]._replace(label=label)
-    results = measure_many(
-        prog, variants, repeats=repeats, warmup=1, clock="cpu", slow_factor=3.0,
-        slow_repeats=2, skip_factor=8.0, progress=lambda line: _log(f"{name}: {line}"),
-    )  # fmt: skip
-    rows = [
-        {
-            "graph": name,
-            "variant": label,
-            "correct": m.correct,
-            "relative": m.relative,
-            "relative_min": m.spread[0] / m.baseline_time_s if m.spread else None,
-            "relative_max": m.spread[1] / m.baseline_time_s if m.spread else None,
-            "fusions": m.kernels,
-            "search_s": round(search_s.get(label, 0.0), 1),
-            "message": m.message[:200],
-        }
-        for label, m in results.items()
-    ]
+    rows = measured_rows(name, prog, variants, repeats=repeats)
+    for row in rows:
+        row["search_s"] = round(search_s.get(row["variant"], 0.0), 1)
     return {
         "graph": name,
         "nodes": prog.graph.num_nodes,

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import pickle
 import re
@@ -529,7 +528,7 @@ def summarize_lowering(graphs: dict[str, Any]) -> dict[str, Any]:
         "variants_lowered": len(variants),
         "every_variant_correct": bool(variants) and all(v["correct"] for v in variants),
         "searched_vs_xla_default_geomean": (
-            math.exp(statistics.fmean(math.log(s) for s in searched)) if searched else None
+            statistics.geometric_mean(searched) if searched else None
         ),
     }
 

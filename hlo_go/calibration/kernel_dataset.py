@@ -392,8 +392,9 @@ def corrected_steps(samples: Sequence[KernelSample]) -> np.ndarray:
       ``float64[len(samples)]`` seconds (the profiled steps where no sample has
       reference times).
     """
+    profiled = profiled_references(samples)
     steps, refs = [], []
-    for s in samples:
+    for s, around in zip(samples, profiled, strict=True):
         inter = s.meta.get("interleaved")
         if inter:
             reference = float(inter["reference_s"])
@@ -405,16 +406,13 @@ def corrected_steps(samples: Sequence[KernelSample]) -> np.ndarray:
             )
             steps.append(ratio * reference)
             refs.append(reference)
-        elif s.meta.get("reference_s"):
+        else:  # the profiled step against the reference timed around it (NaN: none)
             steps.append(s.step_s)
-            refs.append(float(profiled_references([s])[0]))
-        else:
-            steps.append(s.step_s)
-            refs.append(np.nan)
+            refs.append(float(around))
     ref = np.array(refs)
     if not np.isfinite(ref).any():
         return np.array(steps)
-    typical = frame_reference(samples, profiled_references(samples))
+    typical = frame_reference(samples, profiled)
     return np.array(steps) * np.where(np.isfinite(ref), typical / ref, 1.0)
 
 
