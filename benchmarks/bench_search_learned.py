@@ -23,7 +23,6 @@ Per-graph results are cached in ``results/search_learned.partial.json`` (resumab
 from __future__ import annotations
 
 import json
-import math
 import os
 import queue
 import statistics
@@ -106,10 +105,6 @@ def versus_best(per_graph: dict[str, dict[str, Any]], search: str) -> dict[str, 
     return out
 
 
-def _geomean(values: list[float]) -> float | None:
-    return math.exp(statistics.fmean(math.log(v) for v in values)) if values else None
-
-
 def summarize(per_graph: dict[str, dict[str, Any]], heldout: set[str]) -> dict[str, Any]:
     """Headline numbers: each search against the best heuristic, over all graphs and over
     the ``heldout`` graphs (those of the model's held-out families)."""
@@ -118,8 +113,12 @@ def summarize(per_graph: dict[str, dict[str, Any]], heldout: set[str]) -> dict[s
         key = search.replace("-", "_")
         ratios = versus_best(per_graph, search)
         held = [v for g, v in ratios.items() if g in heldout]
-        out[f"{key}_vs_best_heuristic_geomean"] = _geomean(list(ratios.values()))
-        out[f"{key}_vs_best_heuristic_heldout_geomean"] = _geomean(held)
+        out[f"{key}_vs_best_heuristic_geomean"] = (
+            statistics.geometric_mean(ratios.values()) if ratios else None
+        )
+        out[f"{key}_vs_best_heuristic_heldout_geomean"] = (
+            statistics.geometric_mean(held) if held else None
+        )
         out[f"{key}_faster_than_best_heuristic"] = sum(v > 1 for v in ratios.values())
         out[f"{key}_graphs"] = len(ratios)
     return out
