@@ -265,6 +265,11 @@ def lowering_probe_item(name: str, platform: str) -> dict[str, Any]:
     (folder / "handed.hlo.txt").write_text(text)
     (folder / "handed_read_by_xla.hlo.txt").write_text(xla_module_to_text(xla_parse(text)))
     out: dict[str, Any] = {"module": prog.name}
+    handed = xla_parse(text).as_serialized_hlo_module_proto()
+    out["handed_layoutless"] = layoutless_shapes(handed)[:20]
+    _save(folder / "probe.json", out)
+    out["round_trips"] = round_trips(prog, folder, out)
+    _save(folder / "probe.json", out)
     try:
         executable = prog.lower(fusion=variant["priority-fusion"].fusion)
         out["lowered"] = True
@@ -272,6 +277,138 @@ def lowering_probe_item(name: str, platform: str) -> dict[str, Any]:
     except Exception as error:
         out["lowered"] = False
         out["error"] = f"{type(error).__name__}: {error}"[:3000]
+    _save(folder / "probe.json", out)
+    return out
+
+
+def _save(path: Path, data: dict[str, Any]) -> None:
+    """``data`` as JSON at ``path`` (written as it grows: an abort later keeps it)."""
+    path.write_text(json.dumps(data, default=str, indent=1))
+
+
+def round_trips(prog: Any, folder: Path, out: dict[str, Any]) -> dict[str, str]:
+    """Which hand-back of XLA's own module (compiled with its fusion passes off,
+    :func:`hlo_go.xla.hooks.wrapped_compiler_options`) at the pre-scheduler hook XLA
+    accepts: its proto
+    unchanged (``raw``), read and written by jaxlib (``jaxlib``), through XLA's text
+    (``xla_text``), and through our parser and printer (``ours_text``); "ok" or XLA's error.
+    The instruction shapes without a layout in what XLA hands the hook are kept too."""
+    import jax.extend
+
+    from hlo_go.hlo import parse_hlo
+    from hlo_go.xla._jaxlib import hook_platform, module_from_proto, xla_module_to_text, xla_parse
+    from hlo_go.xla.hooks import uncached_options, wrapped_compiler_options
+
+    def raw(proto: bytes) -> bytes:
+        return proto
+
+    def via_jaxlib(proto: bytes) -> bytes:
+        return module_from_proto(proto).as_serialized_hlo_module_proto()
+
+    def via_xla_text(proto: bytes) -> bytes:
+        return xla_parse(xla_module_to_text(module_from_proto(proto))).as_serialized_hlo_module_proto()
+
+    def via_ours(proto: bytes) -> bytes:
+        text = parse_hlo(xla_module_to_text(module_from_proto(proto))).to_text()
+        return xla_parse(text).as_serialized_hlo_module_proto()
+
+    results: dict[str, str] = {}
+    out["round_trips"] = results
+    for label, hand_back in (("raw", raw), ("jaxlib", via_jaxlib), ("xla_text", via_xla_text),
+                             ("ours_text", via_ours)):  # fmt: skip
+        name = f"probe_round_trip_{label}"
+
+        def hook(proto: bytes, hand_back: Any = hand_back, label: str = label) -> bytes | None:
+            if module_from_proto(proto).name != prog.name:
+                return None
+            if label == "raw":
+                out["hook_layoutless"] = layoutless_shapes(proto)[:20]
+                (folder / "at_hook.hlo.txt").write_text(xla_module_to_text(module_from_proto(proto)))
+            back = hand_back(proto)
+            out[f"{label}_layoutless"] = layoutless_shapes(back)[:20]
+            return back
+
+        stage = jax.extend.xla.PipelineStage.PRE_SCHEDULER
+        platform = hook_platform(prog.platform)
+        jax.extend.xla.register_hlo_module_transformation(
+            hook, name=name, stage=stage, platforms=platform
+        )
+        try:
+            prog._compile(uncached_options(wrapped_compiler_options(prog.platform)))
+            results[label] = "ok"
+        except Exception as error:
+            results[label] = f"{type(error).__name__}: {error}"[:800]
+        finally:
+            jax.extend.xla.clear_hlo_module_transformation(
+                name=name, stage=stage, platforms=platform
+            )
+        _save(folder / "probe.json", out)
+    return results
+
+
+def layoutless_shapes(proto: bytes) -> list[str]:
+    """``computation/instruction (opcode) index`` of every array shape in a serialized
+    HloModuleProto with no layout (read from protobuf's wire format: HloModuleProto.
+    computations = 3, HloComputationProto.instructions = 2, HloInstructionProto.name,
+    opcode, shape = 1, 2, 3; ShapeProto.element_type, tuple_shapes, layout = 2, 4, 5)."""
+    found: list[str] = []
+    for field, _, computation in _wire_fields(proto):
+        if field != 3:
+            continue
+        parts = _wire_fields(computation)
+        computation_name = next((v.decode() for f, w, v in parts if f == 1 and w == 2), "?")
+        for f, w, instruction in parts:
+            if f != 2 or w != 2:
+                continue
+            inner = _wire_fields(instruction)
+            name = next((v.decode() for a, b, v in inner if a == 1 and b == 2), "?")
+            opcode = next((v.decode() for a, b, v in inner if a == 2 and b == 2), "?")
+            shape = next((v for a, b, v in inner if a == 3 and b == 2), None)
+            if shape is not None:
+                found += [f"{computation_name}/{name} ({opcode}) {p}" for p in _no_layout(shape)]
+    return found
+
+
+def _no_layout(shape: bytes, path: str = "") -> list[str]:
+    parts = _wire_fields(shape)
+    element_type = next((v for f, w, v in parts if f == 2 and w == 0), 0)
+    if element_type == 13:  # TUPLE
+        tuple_shapes = [v for f, w, v in parts if f == 4 and w == 2]
+        return [p for j, s in enumerate(tuple_shapes) for p in _no_layout(s, f"{path}{{{j}}}")]
+    if element_type in (14, 17):  # OPAQUE_TYPE, TOKEN
+        return []
+    return [] if any(f == 5 for f, _, _ in parts) else [path or "."]
+
+
+def _wire_fields(buf: bytes) -> list[tuple[int, int, Any]]:
+    """(field number, wire type, value) of a protobuf message's top-level fields."""
+    out: list[tuple[int, int, Any]] = []
+    i = 0
+
+    def varint(i: int) -> tuple[int, int]:
+        shift = value = 0
+        while True:
+            byte = buf[i]
+            i += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                return value, i
+
+    while i < len(buf):
+        key, i = varint(i)
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            value, i = varint(i)
+        elif wire == 2:
+            length, i = varint(i)
+            value, i = buf[i : i + length], i + length
+        elif wire in (1, 5):
+            size = 8 if wire == 1 else 4
+            value, i = buf[i : i + size], i + size
+        else:
+            raise ValueError(f"protobuf wire type {wire} at byte {i}")
+        out.append((field, wire, value))
     return out
 
 
