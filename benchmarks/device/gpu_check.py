@@ -306,7 +306,9 @@ def round_trips(prog: Any, folder: Path, out: dict[str, Any]) -> dict[str, str]:
         return module_from_proto(proto).as_serialized_hlo_module_proto()
 
     def via_xla_text(proto: bytes) -> bytes:
-        return xla_parse(xla_module_to_text(module_from_proto(proto))).as_serialized_hlo_module_proto()
+        return xla_parse(
+            xla_module_to_text(module_from_proto(proto))
+        ).as_serialized_hlo_module_proto()
 
     def via_ours(proto: bytes) -> bytes:
         text = parse_hlo(xla_module_to_text(module_from_proto(proto))).to_text()
@@ -323,7 +325,9 @@ def round_trips(prog: Any, folder: Path, out: dict[str, Any]) -> dict[str, str]:
                 return None
             if label == "raw":
                 out["hook_layoutless"] = layoutless_shapes(proto)[:20]
-                (folder / "at_hook.hlo.txt").write_text(xla_module_to_text(module_from_proto(proto)))
+                (folder / "at_hook.hlo.txt").write_text(
+                    xla_module_to_text(module_from_proto(proto))
+                )
             back = hand_back(proto)
             out[f"{label}_layoutless"] = layoutless_shapes(back)[:20]
             return back
