@@ -152,3 +152,103 @@ def _config_file(tmp_path: Path) -> Path:
     data = CONFIG.to_dict()
     path.write_text(json.dumps(data))
     return path
+
+
+def _rewritten(run: Path, target: Path, edit) -> Path:  # type: ignore[no-untyped-def]
+    """A copy of ``run``'s checkpoint at ``target`` with ``edit(state, meta)`` applied."""
+    import json
+
+    from flax import serialization
+
+    state = serialization.msgpack_restore((run / "checkpoint.msgpack").read_bytes())
+    meta = json.loads(state["meta"])
+    edit(state, meta)
+    state["meta"] = json.dumps(meta)
+    target.write_bytes(serialization.msgpack_serialize(state))
+    return target
+
+
+def test_checkpoint_records_its_format_and_vocabulary(run: Path) -> None:
+    from hlo_go.graph import vocabulary_signature
+    from hlo_go.rl.checkpoint import CHECKPOINT_FORMAT
+
+    meta = load_checkpoint(run).meta
+    assert meta["format"] == CHECKPOINT_FORMAT
+    assert meta["vocabulary"] == vocabulary_signature()
+
+
+def test_a_newer_format_is_refused_by_name(run: Path, tmp_path: Path) -> None:
+    from hlo_go.rl import CheckpointMismatchError
+
+    path = _rewritten(run, tmp_path / "new.msgpack", lambda s, m: m.update(format=99))
+    with pytest.raises(CheckpointMismatchError, match=r"format 99 .*newer hlo-go"):
+        load_checkpoint(path)
+
+
+def test_another_vocabulary_is_refused_naming_which(run: Path, tmp_path: Path) -> None:
+    from hlo_go.rl import CheckpointMismatchError
+
+    def other_opcodes(state, meta) -> None:  # type: ignore[no-untyped-def]
+        meta["vocabulary"] = {**meta["vocabulary"], "opcodes": "0" * 16}
+
+    path = _rewritten(run, tmp_path / "vocab.msgpack", other_opcodes)
+    with pytest.raises(CheckpointMismatchError, match="opcodes") as raised:
+        load_checkpoint(path)
+    assert "features" not in str(raised.value)  # the features agree: not named
+
+
+def test_parameters_of_another_shape_are_refused_by_path(graph, run: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A format-1 file (no vocabulary recorded) whose opcode table has a row fewer, as a
+    checkpoint of an older vocabulary would: refused before any decision, naming it."""
+    from hlo_go.rl import CheckpointMismatchError, infer
+
+    def older(state, meta) -> None:  # type: ignore[no-untyped-def]
+        del meta["format"], meta["vocabulary"]
+        found = []
+
+        def shrink(tree) -> None:  # type: ignore[no-untyped-def]
+            for key, value in tree.items():
+                if key == "opcode" and "embedding" in value:
+                    value["embedding"] = value["embedding"][:-1]
+                    found.append(key)
+                elif isinstance(value, dict):
+                    shrink(value)
+
+        shrink(state["params"])
+        assert found
+
+    path = _rewritten(run, tmp_path / "old.msgpack", older)
+    ckpt = load_checkpoint(path)  # format 1: read
+    with pytest.raises(CheckpointMismatchError, match=r"opcode/embedding: shape \(\d+, 16\)"):
+        infer(ckpt, graph, get_cluster("v100x4"))
+
+
+def test_infer_refuses_a_cluster_with_more_devices(graph, run: Path) -> None:  # type: ignore[no-untyped-def]
+    from hlo_go.rl import CheckpointMismatchError, infer
+
+    with pytest.raises(CheckpointMismatchError, match=r"at most 4 devices; cluster 'h100x8' has 8"):
+        infer(run, graph, get_cluster("h100x8"))
+
+
+def test_infer_restores_into_traced_shapes(graph, run: Path) -> None:  # type: ignore[no-untyped-def]
+    """The template is traced, not compiled: infer's greedy decisions equal those of the
+    parameters restored into a compiled init's arrays."""
+    import jax
+
+    from hlo_go.rl import agent_for, infer
+    from hlo_go.rl.checkpoint import restore_params
+    from hlo_go.rl.env import GraphEnv
+
+    ckpt = load_checkpoint(run)
+    cluster = get_cluster("v100x4")
+    found = infer(ckpt, graph, cluster)
+    agent = agent_for(ckpt.config)
+    env = GraphEnv(graph, cluster, ckpt.config.policy, ckpt.config.tasks, name="g")
+    shapes = agent.policy.param_shapes(env.inputs, ckpt.config.max_devices)
+    compiled = agent.policy.init(jax.random.key(3), env.inputs, ckpt.config.max_devices)
+    assert jax.tree.map(lambda a: (a.shape, a.dtype), shapes) == jax.tree.map(
+        lambda a: (a.shape, a.dtype), compiled
+    )
+    params = restore_params(compiled, ckpt.params)
+    greedy = env.decisions(agent.greedy(params, env))
+    assert found.greedy_time == pytest.approx(float(env.score(greedy).step_times[0]))

@@ -17,6 +17,7 @@ program. :attr:`GOPolicy.trace_counts` counts the traces, per method.
 from __future__ import annotations
 
 import collections
+import functools
 from typing import Any, NamedTuple
 
 import jax
@@ -180,6 +181,24 @@ class GOPolicy:
             raise ValueError(f"num_devices must be >= 1, got {num_devices}")
         inputs = self.prepare(graph)
         return self._init_jit(key, inputs.graphs, jnp.asarray(num_devices, jnp.int32), num_devices)
+
+    def param_shapes(self, graph: OpGraph | PolicyInput, num_devices: int = 8) -> Params:
+        """The shapes and dtypes of :meth:`init`'s parameters (``jax.ShapeDtypeStruct``
+        leaves), traced without compiling: the template a checkpoint is restored into.
+
+        Args:
+          graph: any graph (it fixes shapes only).
+          num_devices: ``D_max``, the placement head's width.
+        """
+        if num_devices < 1:
+            raise ValueError(f"num_devices must be >= 1, got {num_devices}")
+        inputs = self.prepare(graph)
+        return jax.eval_shape(
+            functools.partial(self._init_fn, max_devices=num_devices),
+            jax.random.key(0),
+            inputs.graphs,
+            jnp.asarray(num_devices, jnp.int32),
+        )
 
     def sample(
         self,

@@ -5,6 +5,7 @@ Public names::
     build_graph(module) -> OpGraph        OpGraph (.validate(), .num_nodes, .num_edges, ...)
     to_graphs_tuple(graphs, bucket=...)    Bucket, power_of_two_bucket
     FEATURE_NAMES, NUM_FEATURES            OPCODE_VOCAB, NUM_OPCODES, opcode_id
+    vocabulary_signature()                 (what a trained network's inputs mean)
     while_trip_count -> TripCount          colocation_groups(graph)
 
 The building blocks (feature and opcode tables, flattening, loop costing) stay importable
@@ -30,7 +31,7 @@ from hlo_go.graph.features import ASYNC_OPCODES as ASYNC_OPCODES
 from hlo_go.graph.features import COLLECTIVE_OPCODES as COLLECTIVE_OPCODES
 from hlo_go.graph.features import DATA_MOVEMENT_OPCODES as DATA_MOVEMENT_OPCODES
 from hlo_go.graph.features import DTYPE_CLASSES as DTYPE_CLASSES
-from hlo_go.graph.features import FEATURE_NAMES, NUM_FEATURES
+from hlo_go.graph.features import FEATURE_NAMES, NUM_FEATURES, vocabulary_signature
 from hlo_go.graph.features import FUSION_KINDS as FUSION_KINDS
 from hlo_go.graph.features import NodeFacts as NodeFacts
 from hlo_go.graph.features import node_features as node_features
@@ -59,5 +60,6 @@ __all__ = [
     "opcode_id",
     "power_of_two_bucket",
     "to_graphs_tuple",
+    "vocabulary_signature",
     "while_trip_count",
 ]

@@ -57,6 +57,7 @@ Columns, in order (:data:`FEATURE_NAMES`):
 
 from __future__ import annotations
 
+import hashlib
 from typing import NamedTuple
 
 import numpy as np
@@ -108,6 +109,30 @@ FEATURE_NAMES: tuple[str, ...] = (
     "log_branches",
 )
 NUM_FEATURES = len(FEATURE_NAMES)
+
+
+def vocabulary_signature() -> dict[str, int | str]:
+    """What a trained network's inputs mean: the opcode vocabulary and the node features.
+
+    A network's opcode embedding rows and input feature columns are indexed by
+    :data:`~hlo_go.graph.OPCODE_VOCAB` and :data:`FEATURE_NAMES`: parameters trained under
+    another vocabulary read other opcodes and features, even where the sizes agree.
+
+    Returns:
+      ``{"opcodes": hash, "num_opcodes": n, "features": hash, "num_features": f}``, each
+      hash the first 16 hex digits of SHA-256 over the names in order.
+    """
+
+    def digest(names: tuple[str, ...]) -> str:
+        return hashlib.sha256("\n".join(names).encode()).hexdigest()[:16]
+
+    return {
+        "opcodes": digest(OPCODE_VOCAB),
+        "num_opcodes": len(OPCODE_VOCAB),
+        "features": digest(FEATURE_NAMES),
+        "num_features": NUM_FEATURES,
+    }
+
 
 # Element-type classes of the dtype one-hot, in column order; "other" last.
 DTYPE_CLASSES: tuple[str, ...] = ("f32", "bf16", "f16", "f64", "int", "pred", "other")

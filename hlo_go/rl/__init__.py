@@ -23,6 +23,7 @@ Public names::
     GraphEnv, Scores, GOAgent, agent_for                    one graph on a cluster; the policy wired to PPO
     RewardConfig, reward, rewards, memory_ratio             -log(t / t_ref) with an OOM penalty
     Checkpoint, save_checkpoint, load_checkpoint            Flax msgpack checkpoints
+    CheckpointMismatchError      a checkpoint of a newer format, another vocabulary, devices
     MetricsLogger, EventFileWriter, read_events, read_metrics   CSV + TensorBoard
     PPOConfig, PPOBatch, LossInfo                           generic PPO (any policy):
     ppo_loss, clipped_surrogate, value_loss, entropy_bonus, normalize_advantages
@@ -38,7 +39,12 @@ policy sampling and updates), :mod:`~hlo_go.rl.config`, :mod:`~hlo_go.rl.checkpo
 """
 
 from hlo_go.rl.agent import GOAgent
-from hlo_go.rl.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+from hlo_go.rl.checkpoint import (
+    Checkpoint,
+    CheckpointMismatchError,
+    load_checkpoint,
+    save_checkpoint,
+)
 from hlo_go.rl.config import TrainConfig
 from hlo_go.rl.distributed import data_parallel_pretrain
 from hlo_go.rl.env import GraphEnv, Scores, check_tasks
@@ -104,6 +110,7 @@ __all__ = [
     "METRIC_COLUMNS",
     "STORE_VERSION",
     "Checkpoint",
+    "CheckpointMismatchError",
     "EvaluateFn",
     "EventFileWriter",
     "GOAgent",

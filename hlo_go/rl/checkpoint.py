@@ -9,7 +9,13 @@ atomically (temporary file, then rename) by :func:`save_checkpoint`. It holds::
     elapsed     training wall-clock seconds so far (for metrics)
     best        graph name -> best decisions seen and their step time
     meta        JSON: the TrainConfig, the run's kind, cluster and graph names, and
-                fingerprints of the cluster and of each graph (what a resume must match)
+                fingerprints of the cluster and of each graph (what a resume must match),
+                the file's ``format`` (:data:`CHECKPOINT_FORMAT`) and the ``vocabulary``
+                its network reads (:func:`hlo_go.graph.vocabulary_signature`)
+
+A checkpoint of a newer format, or one whose network reads another opcode vocabulary or
+other node features, is refused when loaded; parameters whose structure or shapes differ
+from the network's are refused when restored (:class:`CheckpointMismatchError`).
 
 Since every random draw of step ``s`` comes from ``fold_in(key(seed), s)``, a run
 resumed from a checkpoint continues exactly as the uninterrupted run would have.
@@ -29,11 +35,20 @@ import numpy as np
 from flax import serialization
 
 from hlo_go.errors import HloGoError
-from hlo_go.graph import OpGraph
+from hlo_go.graph import OpGraph, vocabulary_signature
 from hlo_go.rl.config import TrainConfig
 from hlo_go.sim import Cluster, cluster_to_dict
 
 CHECKPOINT_NAME = "checkpoint.msgpack"
+CHECKPOINT_FORMAT = 2
+"""Version of a checkpoint's contents. 2 records ``format`` and ``vocabulary`` in ``meta``;
+files without them are format 1 and still read (their parameters' shapes are checked)."""
+
+
+class CheckpointMismatchError(ValueError, HloGoError):
+    """A checkpoint this hlo-go cannot use as it is: a newer file format, another opcode
+    vocabulary or feature set, parameters of other shapes, or a cluster with more devices
+    than its network was built for. The message says which."""
 
 
 class Checkpoint(NamedTuple):
@@ -84,7 +99,14 @@ def save_checkpoint(
         "step": int(step),
         "elapsed": float(elapsed),
         "best": {name: dict(b) for name, b in best.items()},
-        "meta": json.dumps({**meta, "config": config.to_dict()}),
+        "meta": json.dumps(
+            {
+                **meta,
+                "format": CHECKPOINT_FORMAT,
+                "vocabulary": vocabulary_signature(),
+                "config": config.to_dict(),
+            }
+        ),
     }
     tmp = target.with_suffix(".tmp")
     tmp.write_bytes(serialization.msgpack_serialize(state))
@@ -101,6 +123,8 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     Raises:
       FileNotFoundError: no checkpoint there.
       ValueError: the file is not a checkpoint.
+      CheckpointMismatchError: a newer format, or another vocabulary
+        (:func:`check_vocabulary`).
     """
     target = checkpoint_path(path)
     if not target.is_file():
@@ -111,6 +135,13 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
         config = TrainConfig.from_dict(meta.pop("config"))
     except (KeyError, ValueError, TypeError) as error:
         raise ValueError(f"{target} is not an hlo-go checkpoint: {error}") from error
+    version = meta.get("format", 1)
+    if not isinstance(version, int) or version > CHECKPOINT_FORMAT:
+        raise CheckpointMismatchError(
+            f"{target}: checkpoint format {version!r} was written by a newer hlo-go; this "
+            f"one reads formats 1 to {CHECKPOINT_FORMAT}"
+        )
+    check_vocabulary(meta, where=target)
     return Checkpoint(
         state["params"],
         state["opt_state"],
@@ -122,9 +153,86 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     )
 
 
+def check_vocabulary(meta: Mapping[str, Any], *, where: str | Path = "") -> None:
+    """Refuses a checkpoint whose network reads another opcode vocabulary or feature set.
+
+    Args:
+      meta: the checkpoint's metadata (no ``vocabulary``, as in format 1: not checked
+        here; :func:`restore_params` still checks the parameters' shapes).
+      where: the checkpoint's path, for the message.
+
+    Raises:
+      CheckpointMismatchError: naming the opcode vocabulary or the features, or both.
+    """
+    saved = meta.get("vocabulary")
+    if saved is None:
+        return
+    current = vocabulary_signature()
+    differ = [
+        f"{what} ({saved.get(f'num_{what}')} {what}, signature {saved.get(what)}; this "
+        f"hlo-go has {current[f'num_{what}']}, signature {current[what]})"
+        for what in ("opcodes", "features")
+        if saved.get(what) != current[what]
+    ]
+    if differ:
+        prefix = f"{where}: " if where else ""
+        raise CheckpointMismatchError(
+            f"{prefix}the checkpoint's network reads another vocabulary: "
+            + "; ".join(differ)
+            + ". Retrain it with this version"
+        )
+
+
 def restore_params(template: Any, raw: Any) -> Any:
-    """Checkpointed parameters in the structure of ``template`` (from ``policy.init``)."""
+    """Checkpointed parameters in the structure of ``template``.
+
+    Args:
+      template: the network's parameters, or only their shapes (``policy.init`` or
+        :meth:`hlo_go.gonet.GOPolicy.param_shapes`).
+      raw: the checkpoint's parameters (a state dict).
+
+    Raises:
+      CheckpointMismatchError: a parameter missing, extra, or of another shape (the
+        first few named with both shapes).
+    """
+    expected = {
+        "/".join(str(getattr(k, "key", k)) for k in path): tuple(np.shape(leaf))
+        for path, leaf in jax.tree_util.tree_leaves_with_path(serialization.to_state_dict(template))
+    }
+    found = {
+        "/".join(str(getattr(k, "key", k)) for k in path): tuple(np.shape(leaf))
+        for path, leaf in jax.tree_util.tree_leaves_with_path(raw)
+    }
+    problems = [f"{p}: missing" for p in expected if p not in found]
+    problems += [f"{p}: not in this network" for p in found if p not in expected]
+    problems += [
+        f"{p}: shape {found[p]}, the network's {shape}"
+        for p, shape in expected.items()
+        if p in found and found[p] != shape
+    ]
+    if problems:
+        more = f" (and {len(problems) - 4} more)" if len(problems) > 4 else ""
+        raise CheckpointMismatchError(
+            "the checkpoint's parameters do not fit this network (another vocabulary, "
+            f"policy config or device count?): {'; '.join(problems[:4])}{more}"
+        )
     return serialization.from_state_dict(template, raw)
+
+
+def check_devices(checkpoint: Checkpoint, cluster: Cluster) -> None:
+    """Refuses a cluster with more devices than ``checkpoint``'s network places on.
+
+    Raises:
+      CheckpointMismatchError: naming the cluster, its devices and the checkpoint's.
+    """
+    limit = checkpoint.config.max_devices
+    if cluster.num_devices > limit:
+        trained = checkpoint.meta.get("cluster")
+        raise CheckpointMismatchError(
+            f"the checkpoint (trained for cluster {trained!r}) places on at most {limit} "
+            f"devices; cluster {cluster.name!r} has {cluster.num_devices}. Use a policy "
+            f"trained with max_devices >= {cluster.num_devices}"
+        )
 
 
 def restore_opt_state(template: Any, raw: Any) -> Any:

@@ -43,6 +43,7 @@ from hlo_go.graph import OpGraph
 from hlo_go.rl.agent import GOAgent
 from hlo_go.rl.checkpoint import (
     Checkpoint,
+    check_devices,
     check_resume,
     checkpoint_path,
     load_checkpoint,
@@ -569,6 +570,8 @@ def finetune(
 
     Raises:
       ValueError: ``steps`` outside 1..50, or a config whose policy differs.
+      CheckpointMismatchError: a cluster with more devices than the checkpoint places on,
+        parameters that do not fit the network.
     """
     if not 1 <= steps <= MAX_FINETUNE_STEPS:
         raise ValueError(f"fine-tuning takes 1..{MAX_FINETUNE_STEPS} steps, got {steps}")
@@ -577,6 +580,7 @@ def finetune(
         checkpoint_path(checkpoint).resolve() == checkpoint_path(out_dir).resolve()
     ):
         raise ValueError("finetune's out_dir must differ from the checkpoint's directory")
+    check_devices(ckpt, cluster)
     config = config or ckpt.config
     if config.policy != ckpt.config.policy or config.max_devices != ckpt.config.max_devices:
         raise ValueError("config.policy / max_devices differ from the checkpoint's")
@@ -636,13 +640,18 @@ def infer(
 
     Returns:
       The :class:`InferResult`.
+
+    Raises:
+      CheckpointMismatchError: a cluster with more devices than the checkpoint places on,
+        parameters that do not fit the network (another vocabulary or config).
     """
     began = time.perf_counter()
     ckpt = _loaded(checkpoint)
+    check_devices(ckpt, cluster)
     config = ckpt.config
     env = _make_envs([("graph", graph)], cluster, config, None)[0]
     agent = agent_for(config)
-    template = agent.policy.init(jax.random.key(0), env.inputs, config.max_devices)
+    template = agent.policy.param_shapes(env.inputs, config.max_devices)
     params = restore_params(template, ckpt.params)
     greedy, greedy_time = _greedy(agent, params, env)
     if samples > 0:
