@@ -1,0 +1,126 @@
+"""Zero-shot decision time: a shipped GO policy deciding for each corpus graph.
+
+Issue 43's zero-shot is the greedy decode plus 16 samples, each scored by the simulator,
+in at most 2 s a graph up to 60,000 nodes. This times exactly that call,
+:func:`hlo_go.rl.infer` (``samples=16``) of the shipped ``v100x4`` policy (all three tasks,
+4 devices), on every corpus graph, smallest first, in one process as ``hlo-go eval`` runs
+them:
+
+* ``first_s``: the first call for the graph. Graphs share the policy's executables by
+  padding bucket, so this includes compiling them when the graph's bucket is new to the
+  process (``compiled`` says so), and never otherwise.
+* ``warm_s``: the median of 3 further calls (the executables compiled).
+* ``greedy_s`` / ``samples_s`` / ``score_s``: the warm call split into the greedy decode,
+  the 16 samples, and the simulator's 17 evaluations (one profiled call's shares of
+  ``warm_s``).
+
+Wall clock, not pinned: the policy uses XLA:CPU's thread pool, as a user's process would.
+``--quick`` takes the 4 smallest graphs.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import pstats
+import statistics
+import time
+from typing import Any
+
+from rich.console import Console
+
+TARGET_S = 2.0
+TARGET_NODES = 60_000
+SAMPLES = 16
+POLICY = "v100x4"
+WARM_CALLS = 3
+
+_console = Console(stderr=True)
+
+
+def _split(profile: cProfile.Profile) -> dict[str, float]:
+    """Seconds of one profiled ``infer`` call in the greedy decode, the samples and the
+    simulator (cumulative times of their functions)."""
+    stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+    cumulative: dict[str, float] = {}
+    for (filename, _, function), (_, _, _, total, _) in stats.items():
+        if filename.endswith(("rl/trainer.py", "rl/agent.py", "rl/env.py")):
+            key = f"{filename.rsplit('/', 1)[-1]}:{function}"
+            cumulative[key] = max(cumulative.get(key, 0.0), total)
+    return {
+        "greedy_s": cumulative.get("agent.py:greedy", 0.0),
+        "samples_s": cumulative.get("agent.py:sample", 0.0),
+        "score_s": cumulative.get("env.py:score", 0.0),
+    }
+
+
+def run(*, quick: bool = False) -> dict[str, Any]:
+    from hlo_go import corpus, load_policy
+    from hlo_go.rl import agent_for, infer
+    from hlo_go.sim import get_cluster
+    from hlo_go.sources import load_graph
+
+    names = sorted(corpus.names(), key=lambda n: corpus.info(n)["stages"]["prefusion"]["nodes"])
+    if quick:
+        names = names[:4]
+    policy = load_policy(POLICY)
+    cluster = get_cluster(POLICY)
+    agent = agent_for(policy.config)  # the agent infer uses (one per configuration)
+
+    def executables() -> int:  # the policy's compiled decode and sampling executables
+        return agent._greedy_jit._cache_size() + agent._sample_jit._cache_size()
+
+    rows: list[dict[str, Any]] = []
+    for k, name in enumerate(names):
+        _, graph = load_graph(name)
+        before = executables()
+        began = time.perf_counter()
+        infer(policy, graph, cluster, samples=SAMPLES)
+        first_s = time.perf_counter() - began
+        compiled = executables() > before
+        warm = []
+        for _ in range(WARM_CALLS):
+            began = time.perf_counter()
+            result = infer(policy, graph, cluster, samples=SAMPLES)
+            warm.append(time.perf_counter() - began)
+        profile = cProfile.Profile()
+        profile.enable()
+        infer(policy, graph, cluster, samples=SAMPLES)
+        profile.disable()
+        warm_s = statistics.median(warm)
+        row = {
+            "graph": name,
+            "nodes": graph.num_nodes,
+            "first_s": round(first_s, 3),
+            "compiled": compiled,
+            "warm_s": round(warm_s, 3),
+            **{k: round(v, 3) for k, v in _split(profile).items()},
+            "vs_greedy": round(result.greedy_time / result.step_time, 4),
+            "warm_runs_s": [round(t, 3) for t in warm],
+        }
+        rows.append(row)
+        _console.log(
+            f"[{k + 1}/{len(names)}] {name} ({graph.num_nodes} nodes): first "
+            f"{first_s:.2f} s, warm {warm_s:.2f} s"
+        )
+    within = [r for r in rows if r["nodes"] <= TARGET_NODES]
+    fast = [r for r in within if r["warm_s"] <= TARGET_S]
+    slow = sorted((r for r in within if r["warm_s"] > TARGET_S), key=lambda r: r["nodes"])
+    return {
+        "title": f"zero-shot decision time: greedy + {SAMPLES} samples of the shipped "
+        f"{POLICY} policy, simulated (wall clock)",
+        "policy": POLICY,
+        "samples": SAMPLES,
+        "graphs": len(rows),
+        "decide_s_max_warm": max(r["warm_s"] for r in within),
+        "decide_s_max_first": max(r["first_s"] for r in within),
+        "graphs_within_target_warm": f"{len(fast)}/{len(within)}",
+        "smallest_graph_over_target": f"{slow[0]['graph']} ({slow[0]['nodes']} nodes)"
+        if slow
+        else "none",
+        "target_s": TARGET_S,
+        "target_nodes": TARGET_NODES,
+        "meets_target": not slow,
+        "executables": executables(),
+        "clock": "wall, not pinned (XLA:CPU's thread pool on this host's cores)",
+        "rows": rows,
+    }
