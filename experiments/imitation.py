@@ -14,7 +14,8 @@ For each held-out family:
    ``--changed-share S`` gives the decisions a teacher changed from the heuristic a share
    ``S`` of the loss (default 0: all alike).
 3. **Zero-shot** on each held-out graph (:func:`hlo_go.rl.infer`): the network's greedy
-   decisions, and the best of greedy + ``--samples`` samples.
+   decisions, and the best of greedy + ``--samples`` samples (and, for each of
+   ``--temperatures``, the best of greedy + as many samples at that softmax temperature).
 4. **Fine-tuned** (:func:`hlo_go.rl.finetune`): ``--finetune-steps`` (at most 50) PPO steps
    from the imitation checkpoint on each held-out graph; the best decisions seen and the
    final greedy ones.
@@ -28,6 +29,7 @@ gnmt fold, one small training graph per family, 30 evaluations, 3 steps (:data:`
 
 from __future__ import annotations
 
+import shutil
 import sys
 import tempfile
 import time
@@ -150,6 +152,14 @@ def run_fold(family: str, args: Any, store: Path) -> dict[str, Any]:
                 "fraction of SA gain": (base - zero.step_time) / gain if gain > 0 else None,
                 "decide_s": zero.seconds,
             }
+            for temperature in args.temperatures:  # the same samples' count, sharper
+                cooler = infer(
+                    Path(work), graphs[name], cluster, samples=args.samples, seed=args.seed,
+                    temperature=temperature,
+                )  # fmt: skip
+                row[f"best of greedy+{args.samples} at T={temperature:g} vs best heuristic"] = (
+                    base / cooler.step_time
+                )
             if args.finetune_steps:
                 began = time.perf_counter()
                 tuned = finetune(
@@ -162,6 +172,9 @@ def run_fold(family: str, args: Any, store: Path) -> dict[str, Any]:
                     "finetune_s": time.perf_counter() - began,
                 }
             rows.append(row)
+        if args.keep:
+            args.keep.mkdir(parents=True, exist_ok=True)
+            shutil.copy(Path(work) / "checkpoint.msgpack", args.keep / f"{family}.msgpack")
     agreement = C.mean(list(result.agreement.values()))
     return {
         "family": family,
@@ -201,6 +214,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         help="loss weight share of the decisions a teacher changed from the heuristic",
     )
     p.add_argument(
+        "--temperatures",
+        type=float,
+        nargs="*",
+        default=[],
+        help="also sample zero-shot at these softmax temperatures (a column each)",
+    )
+    p.add_argument(
+        "--keep", type=Path, help="copy each fold's imitation checkpoint here (FAMILY.msgpack)"
+    )
+    p.add_argument(
         "--store",
         type=Path,
         default=Path.home() / ".cache" / "hlo-go" / "teachers",
@@ -217,6 +240,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     best = [r[f"best of greedy+{args.samples} vs best heuristic"] for r in rows]
     fractions = [r["fraction of SA gain"] for r in rows if r["fraction of SA gain"] is not None]
     tuned = [r["fine-tuned best vs best heuristic"] for r in rows if "finetune_s" in r]
+    cooled = {
+        f"zero_shot_at_T{t:g}_vs_best_heuristic_geomean": C.geomean(
+            [r[f"best of greedy+{args.samples} at T={t:g} vs best heuristic"] for r in rows]
+        )
+        for t in args.temperatures
+    }
     result = {
         "title": "Imitation of SA teachers, zero-shot on held-out families (simulated)",
         "cluster": args.cluster,
@@ -224,6 +253,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "zero_shot_greedy_vs_best_heuristic_geomean": C.geomean(greedy),
         "zero_shot_vs_best_heuristic_geomean": C.geomean(best),
         "zero_shot_beats_best_heuristic": sum(b > 1.0 + 1e-9 for b in best),
+        **cooled,
         "held_out_graphs": len(rows),
         "zero_shot_fraction_of_sa_gain_median": C.median(fractions),
         "finetuned_vs_best_heuristic_geomean": C.geomean(tuned) if tuned else None,

@@ -269,6 +269,29 @@ def test_agent_batches_agree_with_one_network_pass_per_sample(graph):
     assert len(set(np.round(log_prob, 3))) == 3  # three different decision sets
 
 
+def test_sampling_temperature_moves_samples_toward_the_greedy_decisions(graph):
+    """Samples at a low temperature are the greedy decisions; at 1 they differ from them on
+    more decisions than at 0.5 (the same keys), and the default is 1."""
+    from hlo_go.rl import agent_for
+
+    config = TrainConfig(samples=4, progress=False, policy=TINY)
+    agent = agent_for(config)
+    env = GraphEnv(graph, get_cluster("v100x4"), TINY, config.tasks)
+    params = agent.policy.init(jax.random.key(0), env.inputs, config.max_devices)
+    greedy = agent.greedy(params, env)
+    key = jax.random.key(5)
+    real = np.asarray(env.inputs.graphs.nodes["mask"], bool)
+
+    def differing(temperature: float | None) -> int:
+        kw = {} if temperature is None else {"temperature": temperature}
+        actions, _, _ = agent.sample(params, env, key, 4, **kw)
+        return sum(int((actions[t][:, real] != greedy[t][:, real]).sum()) for t in actions)
+
+    assert differing(1e-4) == 0
+    assert differing(1.0) > differing(0.5) > 0
+    assert differing(None) == differing(1.0)
+
+
 def test_per_decision_log_probs_sum_to_the_samples(graph):
     """With ``ratio="decision"`` the agent's log-probabilities are per decision, under jit
     and eagerly: summed over the counted rows they are the per-sample ones, and padding

@@ -180,6 +180,7 @@ class GONetwork(nn.Module):
         *,
         key: jax.Array | None = None,
         actions: dict[str, jnp.ndarray] | None = None,
+        temperature: float = 1.0,
     ) -> NetworkOutput:
         """Decides every task in order, from the graph's :meth:`shared` pass.
 
@@ -190,6 +191,9 @@ class GONetwork(nn.Module):
           key: sample the actions with this PRNG key.
           actions: score these actions (task name -> ``int32[N]``) instead. With
             neither ``key`` nor ``actions``, each task takes its most likely action.
+          temperature: with ``key``, sample from ``softmax(logits / temperature)`` (below
+            1: fewer decisions away from the most likely ones); log-probabilities and
+            entropies are then the tempered distribution's. Training samples at 1.
 
         Returns:
           The :class:`NetworkOutput`.
@@ -219,6 +223,8 @@ class GONetwork(nn.Module):
                 z = self.stack(x + self.task_embedding[k], mask, shared.modulation[k])
                 logits = self.heads[task](z)
             logits = with_prior(logits, graphs, task)
+            if key is not None and temperature != 1.0:
+                logits = logits / temperature
             given = None if actions is None else actions[task]
             choice: Choice
             if task == "placement":

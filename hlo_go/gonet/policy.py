@@ -72,6 +72,7 @@ class GOPolicy:
         self.config = config
         self._traces: collections.Counter[str] = collections.Counter()
         self._bin_values = bin_values(config.priority_bins)
+        self._param_shapes: dict[int, Params] = {}
         self._init_jit = jax.jit(self._init_fn, static_argnums=3)
         self._sample_jit = jax.jit(self._sample_fn)
         self._greedy_jit = jax.jit(self._greedy_fn)
@@ -184,21 +185,24 @@ class GOPolicy:
 
     def param_shapes(self, graph: OpGraph | PolicyInput, num_devices: int = 8) -> Params:
         """The shapes and dtypes of :meth:`init`'s parameters (``jax.ShapeDtypeStruct``
-        leaves), traced without compiling: the template a checkpoint is restored into.
+        leaves), traced without compiling, once per ``num_devices``: the template a
+        checkpoint is restored into.
 
         Args:
-          graph: any graph (it fixes shapes only).
+          graph: any graph (the parameters' shapes do not depend on it).
           num_devices: ``D_max``, the placement head's width.
         """
         if num_devices < 1:
             raise ValueError(f"num_devices must be >= 1, got {num_devices}")
-        inputs = self.prepare(graph)
-        return jax.eval_shape(
-            functools.partial(self._init_fn, max_devices=num_devices),
-            jax.random.key(0),
-            inputs.graphs,
-            jnp.asarray(num_devices, jnp.int32),
-        )
+        if num_devices not in self._param_shapes:
+            inputs = self.prepare(graph)
+            self._param_shapes[num_devices] = jax.eval_shape(
+                functools.partial(self._init_fn, max_devices=num_devices),
+                jax.random.key(0),
+                inputs.graphs,
+                jnp.asarray(num_devices, jnp.int32),
+            )
+        return self._param_shapes[num_devices]
 
     def sample(
         self,

@@ -81,7 +81,7 @@ class GOAgent:
         self.ppo = ppo
         self.optimizer = optimizer
         self.network = policy.network(self.max_devices)
-        self._sample_jit = jax.jit(self._sample_fn)
+        self._sample_jit = jax.jit(self._sample_fn, static_argnames="temperature")
         self._score_jit = jax.jit(self._score_fn)
         self._update_jit = jax.jit(self._update_fn)
         self._grads_jit = jax.jit(self._grads_fn)
@@ -116,12 +116,18 @@ class GOAgent:
         return jax.lax.map(one, actions)
 
     def _sample_fn(
-        self, params: Params, graphs: Any, devices: jax.Array, keys: jax.Array, fixed: Any
+        self,
+        params: Params,
+        graphs: Any,
+        devices: jax.Array,
+        keys: jax.Array,
+        fixed: Any,
+        temperature: float = 1.0,
     ):
         shared = self._shared(params, graphs, devices)
 
         def one(key: jax.Array):
-            out = self._decide(params, shared, graphs, devices, key=key)
+            out = self._decide(params, shared, graphs, devices, key=key, temperature=temperature)
             return out.actions, self._log_prob(out), out.value
 
         actions, log_prob, value = jax.lax.map(one, keys)
@@ -175,9 +181,23 @@ class GOAgent:
         return jnp.asarray(env.num_devices, jnp.int32)
 
     def sample(
-        self, params: Params, env: GraphEnv, key: jax.Array, count: int
+        self,
+        params: Params,
+        env: GraphEnv,
+        key: jax.Array,
+        count: int,
+        *,
+        temperature: float = 1.0,
     ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
         """``count`` decision sets for ``env``'s graph, as per-position actions.
+
+        Args:
+          params: the policy's parameters.
+          env: the graph and cluster.
+          key: PRNG key.
+          count: how many.
+          temperature: sample from ``softmax(logits / temperature)`` (see
+            :meth:`hlo_go.gonet.GONetwork.decide`); PPO samples at 1.
 
         Returns:
           ``(actions, log_prob, value)``: task -> ``int32[K, P]`` (fixed tasks already
@@ -186,7 +206,12 @@ class GOAgent:
         """
         keys = jax.random.split(key, count)
         actions, log_prob, value = self._sample_jit(
-            params, env.inputs.graphs, self._devices(env), keys, env.fixed_actions
+            params,
+            env.inputs.graphs,
+            self._devices(env),
+            keys,
+            env.fixed_actions,
+            temperature=float(temperature),
         )
         return jax.device_get((actions, log_prob, value))
 

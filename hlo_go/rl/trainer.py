@@ -627,6 +627,7 @@ def infer(
     *,
     samples: int = 0,
     seed: int = 0,
+    temperature: float = 1.0,
 ) -> InferResult:
     """Zero-shot: a checkpoint's policy decides for a graph, without any training.
 
@@ -637,6 +638,8 @@ def infer(
       cluster: the cluster (at most the checkpoint's ``max_devices`` devices).
       samples: additionally draw this many samples and keep the best (0: greedy only).
       seed: PRNG seed of those samples.
+      temperature: the samples' softmax temperature (below 1: closer to the greedy
+        decisions; :meth:`hlo_go.rl.GOAgent.sample`).
 
     Returns:
       The :class:`InferResult`.
@@ -655,7 +658,9 @@ def infer(
     params = restore_params(template, ckpt.params)
     greedy, greedy_time = _greedy(agent, params, env)
     if samples > 0:
-        actions, _, _ = agent.sample(params, env, jax.random.key(seed), samples)
+        actions, _, _ = agent.sample(
+            params, env, jax.random.key(seed), samples, temperature=temperature
+        )
         env.score(env.decisions(actions))
     best = env.best if env.best is not None else greedy
     return InferResult(
