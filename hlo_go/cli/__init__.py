@@ -8,6 +8,7 @@
     hlo-go simulate HLO ...             simulated step time, memory, timeline on --cluster
     hlo-go baseline HLO ... --method M  placement / scheduling / fusion baselines
     hlo-go train|finetune|infer         the GO policy (PPO)
+    hlo-go teachers|imitate             search teachers; imitation of them (no prior input)
     hlo-go passes HLO                   search an order of XLA's HLO passes
     hlo-go measure HLO ...              lower fusion / schedule decisions into XLA; time vs XLA
     hlo-go eval HLO ...                 baselines and the GO policy per input; table, files
@@ -40,6 +41,7 @@ from hlo_go.cli import (
     shard,
     simulate,
     summarize,
+    teach,
     train,
 )
 from hlo_go.cli._common import (
@@ -76,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     shard.add_command(sub, parents)
     baseline.add_command(sub, parents)
     train.add_commands(sub, parents)
+    teach.add_commands(sub, parents)
     passes.add_command(sub, parents)
     measure.add_command(sub, parents)
     evaluate.add_command(sub, parents)

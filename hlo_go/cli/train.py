@@ -7,7 +7,8 @@
                  [--switch-every N] [--graphs-per-batch G] [--config FILE.json]
                  [--no-resume] [--baselines a,b,... | --no-baselines] [--quiet]
     hlo-go finetune CHECKPOINT HLO [--cluster NAME] --steps N(<=50) --out DIR
-    hlo-go infer CHECKPOINT HLO ... [--cluster NAME] [--samples K] [--out DIR]
+    hlo-go infer CHECKPOINT HLO ... [--cluster NAME] [--samples K] [--temperature T]
+                 [--out DIR]
 
 ``HLO`` is an HLO file (``.hlo`` / ``.hlo.gz``) or a corpus graph name (its
 ``--stage``, pre-fusion by default). ``train`` on one graph is GO-one
@@ -202,6 +203,12 @@ def add_commands(subparsers: Any, parents: list[argparse.ArgumentParser]) -> Non
         help="also try K samples, keep the best",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of those samples")
+    p.add_argument(
+        "--temperature",
+        type=bounded(float, low=1e-6, high=1e3),
+        default=1.0,
+        help="the samples' softmax temperature (below 1: closer to the greedy decisions)",
+    )
     p.add_argument("--out", type=check_out_dir, help="directory for the decisions files")
     _add_common(p)
     p.set_defaults(func=cmd_infer)
@@ -318,7 +325,10 @@ def cmd_infer(args: argparse.Namespace, console: Console) -> int:
     failed = len(args.inputs) - len(graphs)
     for name, graph in graphs:
         try:
-            r = infer(args.checkpoint, graph, cluster, samples=args.samples, seed=args.seed)
+            r = infer(
+                args.checkpoint, graph, cluster, samples=args.samples, seed=args.seed,
+                temperature=args.temperature,
+            )  # fmt: skip
         except (KeyError, ValueError, OSError) as error:
             print_error(console, f"{name}: {error}")
             failed += 1

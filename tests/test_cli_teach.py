@@ -1,0 +1,90 @@
+"""``hlo-go teachers`` and ``hlo-go imitate``: a resumable store, a checkpoint the other
+commands take, exit codes for bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hlo_go.cli import main
+from hlo_go.rl import load_checkpoint
+
+pytestmark = pytest.mark.xdist_group("cli_teach")
+
+EXAMPLE = str(Path(__file__).resolve().parents[1] / "hlo_go" / "examples" / "cnn_train_step.hlo")
+TINY = {
+    "policy": {
+        "hidden_size": 16,
+        "gnn_layers": 1,
+        "num_heads": 2,
+        "segment_length": 16,
+        "segments_per_step": 2,
+    }
+}
+
+
+def _teachers(store: Path, *extra: str) -> list[str]:
+    return ["teachers", EXAMPLE, "--store", str(store), "--evaluations", "20", "-q", *extra]
+
+
+def test_teachers_are_stored_once_per_input_and_cluster(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    store = tmp_path / "store"
+    assert main(_teachers(store, "--clusters", "v100x4,p100x2")) == 0
+    files = sorted(p.name for p in store.iterdir())
+    assert len(files) == 2
+    first = capsys.readouterr().out
+    assert "cnn_train_step" in first and "v100x4" in first and "p100x2" in first
+    stamps = {p.name: p.stat().st_mtime_ns for p in store.iterdir()}
+    assert main(_teachers(store, "--clusters", "v100x4,p100x2")) == 0  # read, not searched
+    assert {p.name: p.stat().st_mtime_ns for p in store.iterdir()} == stamps
+    assert capsys.readouterr().out == first
+
+
+def test_imitate_writes_a_checkpoint_infer_takes(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    config = tmp_path / "tiny.json"
+    config.write_text(json.dumps(TINY))
+    out = tmp_path / "run"
+    args = _teachers(tmp_path / "store", "--clusters", "p100x2")
+    args[0] = "imitate"
+    assert main([*args, "--steps", "2", "--out", str(out), "--config", str(config)]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "cnn_train_step@p100x2" in text and "agreement" in text
+    ckpt = load_checkpoint(out)
+    assert ckpt.meta["kind"] == "imitation" and ckpt.step == 2
+    assert ckpt.config.policy.hidden_size == 16
+    infer = ["infer", str(out), EXAMPLE, "--cluster", "p100x2", "--samples", "2", "-q"]
+    assert main([*infer, "--temperature", "0.5", "--no-baselines"]) == 0
+    assert "GO zero-shot, best of greedy + 2" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("extra", "code", "says"),
+    [
+        (["--clusters", "nope"], 2, "unknown cluster preset 'nope'"),
+        (["--evaluations", "0"], 2, "evaluations"),
+    ],
+)
+def test_bad_teacher_flags_exit_2(tmp_path: Path, capsys, extra, code, says) -> None:  # type: ignore[no-untyped-def]
+    assert main(_teachers(tmp_path / "store", *extra)) == code
+    assert says in " ".join(capsys.readouterr().err.split())
+    assert not (tmp_path / "store").exists()
+
+
+def test_imitate_with_a_missing_config_exits_2_before_any_search(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    args = _teachers(tmp_path / "store")
+    args[0] = "imitate"
+    missing = str(tmp_path / "none.json")
+    assert main([*args, "--steps", "1", "--out", str(tmp_path / "r"), "--config", missing]) == 2
+    assert "none.json" in " ".join(capsys.readouterr().err.split())
+    assert not (tmp_path / "store").exists()
+
+
+def test_an_unreadable_input_exits_1(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    bad = tmp_path / "bad.hlo"
+    bad.write_text("HloModule m\nENTRY e {\n  ROOT x = f32[2]{0} nonsense()\n}\n")
+    args = ["teachers", str(bad), "--store", str(tmp_path / "store"), "-q"]
+    assert main(args) == 1
+    said = capsys.readouterr()
+    assert "bad.hlo:3:22: unknown opcode 'nonsense'" in said.out + said.err
