@@ -195,14 +195,8 @@ def restore_params(template: Any, raw: Any) -> Any:
       CheckpointMismatchError: a parameter missing, extra, or of another shape (the
         first few named with both shapes).
     """
-    expected = {
-        "/".join(str(getattr(k, "key", k)) for k in path): tuple(np.shape(leaf))
-        for path, leaf in jax.tree_util.tree_leaves_with_path(serialization.to_state_dict(template))
-    }
-    found = {
-        "/".join(str(getattr(k, "key", k)) for k in path): tuple(np.shape(leaf))
-        for path, leaf in jax.tree_util.tree_leaves_with_path(raw)
-    }
+    expected = _shapes_by_path(serialization.to_state_dict(template))
+    found = _shapes_by_path(raw)
     problems = [f"{p}: missing" for p in expected if p not in found]
     problems += [f"{p}: not in this network" for p in found if p not in expected]
     problems += [
@@ -217,6 +211,14 @@ def restore_params(template: Any, raw: Any) -> Any:
             f"policy config or device count?): {'; '.join(problems[:4])}{more}"
         )
     return serialization.from_state_dict(template, raw)
+
+
+def _shapes_by_path(tree: Any) -> dict[str, tuple[int, ...]]:
+    """``"a/b/c"`` -> shape of every leaf of a nested state dict."""
+    return {
+        "/".join(str(getattr(k, "key", k)) for k in path): tuple(np.shape(leaf))
+        for path, leaf in jax.tree_util.tree_leaves_with_path(tree)
+    }
 
 
 def check_devices(checkpoint: Checkpoint, cluster: Cluster) -> None:
