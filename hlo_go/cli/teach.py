@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -36,6 +36,9 @@ from hlo_go.cli._common import (
 )
 from hlo_go.graph import OpGraph
 from hlo_go.sources import load_graph
+
+if TYPE_CHECKING:
+    from hlo_go.rl.teachers import Teacher
 
 
 def _presets(value: str) -> list[str]:
@@ -117,7 +120,7 @@ def add_commands(subparsers: Any, parents: list[argparse.ArgumentParser]) -> Non
     p.set_defaults(func=cmd_imitate)
 
 
-def _teachers(args: argparse.Namespace, console: Console) -> tuple[list[Any], dict[str, OpGraph]]:
+def _teachers(args: argparse.Namespace) -> tuple[list[Teacher], dict[str, OpGraph]]:
     """The inputs' teachers (the missing ones searched) and their graphs by name.
 
     Raises:
@@ -138,7 +141,7 @@ def _teachers(args: argparse.Namespace, console: Console) -> tuple[list[Any], di
     return teachers, graphs
 
 
-def teacher_table(teachers: list[Any]) -> Table:
+def teacher_table(teachers: list[Teacher]) -> Table:
     """One row per teacher: its graph, cluster, the heuristic it started from, both
     simulated step times, the speedup and its changes."""
     table = Table(title="teachers (simulated step time, ms)", title_justify="left")
@@ -164,7 +167,7 @@ def cmd_teachers(args: argparse.Namespace, console: Console) -> int:
     """Runs ``hlo-go teachers``; 1 when an input cannot be read or a search fails (the
     finished ones stay stored)."""
     try:
-        teachers, _ = _teachers(args, console)
+        teachers, _ = _teachers(args)
     except (KeyError, ValueError, OSError, RuntimeError) as error:
         print_error(console, error)
         return EXIT_FAILED
@@ -181,7 +184,7 @@ def cmd_imitate(args: argparse.Namespace, console: Console) -> int:
     # A bad --config is a bad command line (UsageError: exit 2), found before any search.
     config = build_config(argparse.Namespace(config=args.config, quiet=args.quiet), TrainConfig())
     try:
-        teachers, graphs = _teachers(args, console)
+        teachers, graphs = _teachers(args)
         result = train_imitation(
             teachers, config, steps=args.steps, graphs=graphs, seed=args.seed,
             progress=not args.quiet, out_dir=Path(args.out), resume=not args.no_resume,
