@@ -35,16 +35,13 @@ import json
 import logging
 import math
 import os
-import queue
 import statistics
 import sys
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from benchmarks import RESULTS_DIR, inputs_digest
+from benchmarks._pinned import measure_pinned
 
 GRAPHS = (
     "rnnlm_l2_scan",
@@ -224,8 +221,6 @@ def _fresh(record: dict[str, Any], name: str, candidates: int, settings: dict[st
 
 def run(*, quick: bool = False) -> dict[str, Any]:
     """Runs the benchmark (see the module docstring); resumes from the partial file."""
-    from hlo_go.xla.timing import in_pinned_process
-
     graphs = graph_names(quick)
     candidates = QUICK_CANDIDATES if quick else CANDIDATES
     rounds = QUICK_REMEASURE_ROUNDS if quick else REMEASURE_ROUNDS
@@ -242,42 +237,11 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         else:
             _log(f"{name}: done earlier, kept from {cache.name}")
     todo = [g for g in graphs if g not in per_graph]
-    workers = int(os.environ.get("HLO_GO_HEADROOM_WORKERS", 2))
-    cores = sorted(os.sched_getaffinity(0))[-max(1, workers) :]
-    free_cores: queue.SimpleQueue[int] = queue.SimpleQueue()
-    for cpu in cores:
-        free_cores.put(cpu)
-    lock = threading.Lock()
-
-    def one(name: str) -> None:
-        cpu = free_cores.get()
-        _log(f"{name}: start on core {cpu}, {candidates} candidates")
-        try:
-            measured = in_pinned_process(
-                measure_graph,
-                name,
-                candidates=candidates,
-                seconds=SECONDS_PER_GRAPH,
-                rounds=rounds,
-                settings=settings,
-                cpu=cpu,
-            )
-        except Exception as error:  # a graph that cannot be measured is reported, not fatal
-            message = f"{type(error).__name__}: {error}"
-            if isinstance(error, BrokenProcessPool):
-                message = "the measuring process died (a signal: see dmesg)"
-            _log(f"{name}: failed: {message}")
-            measured = {"graph": name, "error": message, "version": RESULTS_VERSION}
-        finally:
-            free_cores.put(cpu)
-        with lock:
-            per_graph[name] = measured
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            cache.write_text(json.dumps(per_graph, indent=1))
-        _log(f"{name}: done in {measured.get('seconds', 0):.0f} s")
-
-    with ThreadPoolExecutor(max_workers=len(cores)) as pool:
-        list(pool.map(one, todo))
+    measure_pinned(
+        todo, measure_graph, per_graph=per_graph, cache=cache, version=RESULTS_VERSION,
+        log=_log, workers=int(os.environ.get("HLO_GO_HEADROOM_WORKERS", 2)),
+        candidates=candidates, seconds=SECONDS_PER_GRAPH, rounds=rounds, settings=settings,
+    )  # fmt: skip
     record = result({g: per_graph[g] for g in graphs if g in per_graph}, graphs, candidates)
     record["search_settings"] = settings
     return record

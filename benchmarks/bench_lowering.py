@@ -35,13 +35,9 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import statistics
 import sys
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +47,7 @@ from benchmarks import (
     corpus_graphs_too_large,
     inputs_digest,
 )
+from benchmarks._pinned import measure_pinned
 
 if TYPE_CHECKING:
     from hlo_go.xla.timing import Allocator
@@ -314,7 +311,6 @@ def run(*, quick: bool = False, allocator: Allocator = "system") -> dict[str, An
         ``"system"``, or ``"retain"`` (freed memory kept for the next call, so no call
         page-faults its temporaries in; ``benchmarks/bench_lowering_retain.py``).
     """
-    from hlo_go.xla.timing import in_pinned_process
 
     excluded = {} if quick else corpus_graphs_too_large(MEMORY_FRACTION)
     only = os.environ.get("HLO_GO_LOWERING_GRAPHS", "")
@@ -338,42 +334,10 @@ def run(*, quick: bool = False, allocator: Allocator = "system") -> dict[str, An
             _log(f"{name}: inputs changed since its cached result; measuring it again")
             del per_graph[name]
     todo = [g for g in graphs if g not in per_graph]
-    cores = sorted(os.sched_getaffinity(0))[-2:]
-    # Each running graph holds a core of its own until it is done.
-    free_cores: queue.SimpleQueue[int] = queue.SimpleQueue()
-    for cpu in cores:
-        free_cores.put(cpu)
-    lock = threading.Lock()
-    started = time.perf_counter()
-
-    def one(name: str) -> None:
-        if time.perf_counter() - started > TIME_BUDGET_S:
-            _log(f"{name}: skipped (time budget of {TIME_BUDGET_S / 60:.0f} min spent)")
-            return
-        cpu = free_cores.get()
-        _log(f"{name}: start on core {cpu}")
-        try:
-            measured = in_pinned_process(
-                measure_graph, name, repeats=repeats, budget=budget, cpu=cpu, allocator=allocator
-            )
-        except Exception as error:  # a graph that cannot be measured is reported, not fatal
-            message = f"{type(error).__name__}: {error}"
-            if isinstance(error, BrokenProcessPool):
-                message = (
-                    "the measuring process died (a signal: see dmesg; XLA's compile "
-                    "overflowing its stack, or out of memory)"
-                )
-            _log(f"{name}: failed: {message}")
-            measured = {"graph": name, "error": message, "rows": [], "version": RESULTS_VERSION}
-        finally:
-            free_cores.put(cpu)
-        with lock:
-            per_graph[name] = measured
-            cache.write_text(json.dumps(per_graph, indent=1))
-        _log(f"{name}: done in {measured.get('seconds', 0):.0f} s")
-
-    with ThreadPoolExecutor(max_workers=len(cores)) as pool:
-        list(pool.map(one, todo))
+    measure_pinned(
+        todo, measure_graph, per_graph=per_graph, cache=cache, version=RESULTS_VERSION,
+        log=_log, deadline_s=TIME_BUDGET_S, repeats=repeats, budget=budget, allocator=allocator,
+    )  # fmt: skip
     chosen = {k: v for k, v in per_graph.items() if k in graphs}
     record = result(chosen, graphs, repeats=repeats, budget=budget, excluded=excluded)
     record["allocator"] = allocator

@@ -24,15 +24,13 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import statistics
 import sys
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from benchmarks import RESULTS_DIR, inputs_digest
+from benchmarks._pinned import measure_pinned
 
 GRAPHS = (
     "rnnlm_l2_scan",
@@ -129,7 +127,6 @@ def run(*, quick: bool = False) -> dict[str, Any]:
     from benchmarks.bench_lowering import SEARCH_BUDGET
     from hlo_go import corpus
     from hlo_go.sim.learned.predict import load_kernel_model
-    from hlo_go.xla.timing import in_pinned_process
 
     only = os.environ.get("HLO_GO_SEARCH_LEARNED_GRAPHS", "")
     graphs = QUICK_GRAPHS if quick else tuple(only.split(",")) if only else GRAPHS
@@ -139,30 +136,10 @@ def run(*, quick: bool = False) -> dict[str, Any]:
     per_graph: dict[str, dict[str, Any]] = json.loads(cache.read_text()) if cache.exists() else {}
     per_graph = {g: v for g, v in per_graph.items() if v.get("version") == RESULTS_VERSION}
     todo = [g for g in graphs if g not in per_graph or "error" in per_graph[g]]
-    free: queue.SimpleQueue[int] = queue.SimpleQueue()
-    for cpu in sorted(os.sched_getaffinity(0))[-2:]:
-        free.put(cpu)
-    lock = threading.Lock()
-
-    def one(name: str) -> None:
-        cpu = free.get()
-        _log(f"{name}: start on core {cpu}")
-        try:
-            measured = in_pinned_process(
-                measure_graph, name, repeats=repeats, budget=budget, cpu=cpu
-            )
-        except Exception as error:  # one graph's failure is its row
-            measured = {"graph": name, "error": f"{type(error).__name__}: {error}",
-                        "rows": [], "version": RESULTS_VERSION}  # fmt: skip
-        finally:
-            free.put(cpu)
-        with lock:
-            per_graph[name] = measured
-            cache.write_text(json.dumps(per_graph, indent=1))
-        _log(f"{name}: done in {measured.get('seconds', 0):.0f} s")
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        list(pool.map(one, todo))
+    measure_pinned(
+        todo, measure_graph, per_graph=per_graph, cache=cache, version=RESULTS_VERSION,
+        log=_log, repeats=repeats, budget=budget,
+    )  # fmt: skip
     chosen = {g: per_graph[g] for g in graphs if g in per_graph}
     model = load_kernel_model("host-cpu")
     heldout = set(model.meta.get("heldout_families", ())) if model is not None else set()
