@@ -16,6 +16,12 @@ For each held-out family:
 3. **Zero-shot** on each held-out graph (:func:`hlo_go.rl.infer`): the network's greedy
    decisions, and the best of greedy + ``--samples`` samples (and, for each of
    ``--temperatures``, the best of greedy + as many samples at that softmax temperature).
+   With ``--move-head``, the network also has a move head trained on simulated single
+   moves of its training graphs (:mod:`hlo_go.rl.moves`), and for each ``K`` of
+   ``--moves``: the best of greedy + its ``K`` top-scored groups moved one at a time, against
+   the same budget spent without the network: the best heuristic + its ``K`` largest
+   groups (by flops) moved one at a time, and simulated annealing from the best heuristic
+   with ``K + 1`` evaluations.
 4. **Fine-tuned** (:func:`hlo_go.rl.finetune`): ``--finetune-steps`` (at most 50) PPO steps
    from the imitation checkpoint on each held-out graph; the best decisions seen and the
    final greedy ones.
@@ -101,11 +107,14 @@ def held_out_graphs(family: str, *, max_nodes: int) -> list[str]:
 
 def run_fold(family: str, args: Any, store: Path) -> dict[str, Any]:
     """Teachers, imitation without the family, zero-shot on its graphs."""
+    from hlo_go.baselines.search import run_search, search_tasks_for
     from hlo_go.gonet import PolicyConfig
     from hlo_go.rl import TrainConfig, finetune, infer
     from hlo_go.rl.imitation import train_imitation
+    from hlo_go.rl.moves import best_move, largest_groups
+    from hlo_go.rl.prior import BEST, prior_decisions
     from hlo_go.rl.teachers import TeacherJob, make_teachers
-    from hlo_go.sim import get_cluster
+    from hlo_go.sim import get_cluster, simulate
 
     train = training_graphs(family, per_family=args.per_family, max_nodes=args.max_nodes)
     test = held_out_graphs(family, max_nodes=args.max_held_out_nodes)
@@ -120,11 +129,17 @@ def run_fold(family: str, args: Any, store: Path) -> dict[str, Any]:
     ]
     teachers = make_teachers(jobs, store=store, workers=args.workers, progress=True)
     by_graph = {t.job.graph: t for t in teachers}
-    config = TrainConfig(seed=args.seed, progress=False, checkpoint_every=0)
+    config = TrainConfig(
+        seed=args.seed, progress=False, checkpoint_every=0,
+        policy=PolicyConfig(move_head=args.move_head),
+    )  # fmt: skip
     if args.quick:
         config = config.replace(
-            policy=PolicyConfig(hidden_size=16, gnn_layers=1, num_heads=2, segments_per_step=2)
-        )
+            policy=PolicyConfig(
+                hidden_size=16, gnn_layers=1, num_heads=2, segments_per_step=2,
+                move_head=args.move_head,
+            )
+        )  # fmt: skip
     cluster = get_cluster(args.cluster)
     with tempfile.TemporaryDirectory(prefix="hlo-go-imitation-") as work:
         result = train_imitation(
@@ -152,6 +167,21 @@ def run_fold(family: str, args: Any, store: Path) -> dict[str, Any]:
                 "fraction of SA gain": (base - zero.step_time) / gain if gain > 0 else None,
                 "decide_s": zero.seconds,
             }
+            if args.move_head:
+                graph = graphs[name]
+                _, start = prior_decisions(graph, cluster, BEST)
+                start = start.validate(graph, cluster.num_devices)
+                for k in args.moves:
+                    own = infer(Path(work), graph, cluster, moves=k)
+                    row[f"greedy+{k} moves vs best heuristic"] = base / own.step_time
+                    _, flops_time, _ = best_move(graph, cluster, start, largest_groups(graph, k))
+                    row[f"best heuristic+{k} largest moves vs best heuristic"] = base / flops_time
+                    sa = run_search(
+                        graph, cluster, "simulated-annealing", budget=k + 1, seed=args.seed,
+                        start=[start], tasks=search_tasks_for(cluster), fixed=start,
+                    ).best  # fmt: skip
+                    sa_time = min(base, float(simulate(graph, cluster, sa).step_time))
+                    row[f"SA {k + 1} evaluations vs best heuristic"] = base / sa_time
             for temperature in args.temperatures:  # the same samples' count, sharper
                 cooler = infer(
                     Path(work), graphs[name], cluster, samples=args.samples, seed=args.seed,
@@ -221,6 +251,18 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         help="also sample zero-shot at these softmax temperatures (a column each)",
     )
     p.add_argument(
+        "--move-head",
+        action="store_true",
+        help="train a move head on simulated single moves and decode with --moves",
+    )
+    p.add_argument(
+        "--moves",
+        type=int,
+        nargs="*",
+        default=[1, 2, 4, 16],
+        help="with --move-head: zero-shot with this many top-scored moves (a column each)",
+    )
+    p.add_argument(
         "--keep", type=Path, help="copy each fold's imitation checkpoint here (FAMILY.msgpack)"
     )
     p.add_argument(
@@ -246,6 +288,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         )
         for t in args.temperatures
     }
+    moved = {}
+    if args.move_head:
+        for k in args.moves:
+            for key, column in (
+                (f"zero_shot_{k}_moves", f"greedy+{k} moves vs best heuristic"),
+                (f"largest_{k}_moves", f"best heuristic+{k} largest moves vs best heuristic"),
+                (f"sa_{k + 1}_evaluations", f"SA {k + 1} evaluations vs best heuristic"),
+            ):
+                moved[f"{key}_vs_best_heuristic_geomean"] = C.geomean([r[column] for r in rows])
     result = {
         "title": "Imitation of SA teachers, zero-shot on held-out families (simulated)",
         "cluster": args.cluster,
@@ -254,6 +305,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "zero_shot_vs_best_heuristic_geomean": C.geomean(best),
         "zero_shot_beats_best_heuristic": sum(b > 1.0 + 1e-9 for b in best),
         **cooled,
+        **moved,
         "held_out_graphs": len(rows),
         "zero_shot_fraction_of_sa_gain_median": C.median(fractions),
         "finetuned_vs_best_heuristic_geomean": C.geomean(tuned) if tuned else None,

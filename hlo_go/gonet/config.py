@@ -48,6 +48,9 @@ class PolicyConfig:
     priority_bins: int = 16
     # Node-count buckets per doubling (1: powers of two; 4: steps of 1/8 of the power).
     buckets_per_octave: int = 4
+    # True: also a move head, a score per colocation group of how much moving it to
+    # another device speeds the step (trained on simulated single moves, hlo_go.rl.moves).
+    move_head: bool = False
 
     def __post_init__(self) -> None:
         if sorted(self.task_order) != sorted(TASKS):

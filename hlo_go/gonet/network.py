@@ -18,6 +18,8 @@ default placement → scheduling → fusion):
 
     x^{t_1} = h, \\; x^{t_{k+1}} = z^{t_k} + E_{t_k}[a^{t_k}]  \\quad \\text{task recurrence}
 
+    m_g = \\mathrm{mean}_{v \\in g} \\mathrm{Move}(h_v + z^{t_1}_v)  \\quad \\text{move score of group } g
+
 ``E_t`` embeds task ``t``'s actions (device ids, or priority bins), ``τ_t`` is a
 learned task embedding, and ``XL`` is the segment-recurrent Transformer-XL stack
 of :mod:`hlo_go.gonet.attention`, one set of weights for every task. Placement
@@ -26,7 +28,9 @@ is sampled once per colocation group (:mod:`hlo_go.gonet.actions`).
 Ablations (:class:`~hlo_go.gonet.PolicyConfig`): ``attention=False`` replaces
 ``XL`` by position-wise feed-forward blocks; ``modulation=False`` fixes
 ``γ = β = 0``; ``task_recurrence=False`` gives every task ``x^t = h``;
-``gnn_layers`` sets the GraphSAGE depth.
+``gnn_layers`` sets the GraphSAGE depth. The move head (``move_head=True``) scores each
+colocation group for one move to another device (:mod:`hlo_go.rl.moves`); it is read
+once per graph and changes no action.
 """
 
 from __future__ import annotations
@@ -76,6 +80,9 @@ class SharedPass(NamedTuple):
       first_z: ``float32[N, d]`` the first task's stack output (its input
         ``h + τ_1`` depends on no action).
       first_logits: ``float32[N, A]`` the first task's logits.
+      move_score: ``float32[N]`` the move head's score of each row's colocation group
+        (the same on every member; higher: moving the group to another device is
+        expected to gain more), or None without a move head.
     """
 
     embedding: jnp.ndarray
@@ -83,6 +90,7 @@ class SharedPass(NamedTuple):
     modulation: jnp.ndarray
     first_z: jnp.ndarray
     first_logits: jnp.ndarray
+    move_score: jnp.ndarray | None = None
 
 
 def with_prior(logits: jnp.ndarray, graphs: jraph.GraphsTuple, task: str) -> jnp.ndarray:
@@ -134,6 +142,8 @@ class GONetwork(nn.Module):
             task: nn.Embed(sizes[task], d, embedding_init=nn.initializers.normal(0.02))
             for task in cfg.task_order
         }
+        if cfg.move_head:
+            self.move_head = ActionHead(d, 1)
 
     def encode(
         self, graphs: jraph.GraphsTuple, num_devices: jnp.ndarray
@@ -170,7 +180,12 @@ class GONetwork(nn.Module):
             modulation = jnp.zeros((len(cfg.task_order), layers, 4, cfg.hidden_size), h.dtype)
         first = cfg.task_order[0]
         z = self.stack(h + self.task_embedding[0], graphs.nodes["mask"], modulation[0])
-        return SharedPass(h, self.value_head(context), modulation, z, self.heads[first](z))
+        move = None
+        if cfg.move_head:
+            group = graphs.nodes["colocation_group"]
+            per_row = self.move_head(h + z)[:, 0]
+            move = jraph.segment_mean(per_row, group, h.shape[0])[group]
+        return SharedPass(h, self.value_head(context), modulation, z, self.heads[first](z), move)
 
     def decide(
         self,

@@ -87,6 +87,7 @@ class GOAgent:
         self._grads_jit = jax.jit(self._grads_fn)
         self._apply_jit = jax.jit(self._apply_fn)
         self._greedy_jit = jax.jit(self._greedy_fn)
+        self._move_jit = jax.jit(self._move_fn)
 
     # -- jitted bodies ------------------------------------------------------------------
 
@@ -144,6 +145,9 @@ class GOAgent:
 
     def _greedy_fn(self, params: Params, graphs: Any, devices: jax.Array):
         return self.network.apply(params, graphs, devices).actions
+
+    def _move_fn(self, params: Params, graphs: Any, devices: jax.Array):
+        return self._shared(params, graphs, devices).move_score
 
     def _score_fn(self, params: Params, graphs: Any, devices: jax.Array, actions: Any):
         return self._scores(params, graphs, devices, actions)
@@ -242,6 +246,22 @@ class GOAgent:
             t: (a if t in self.tasks else env.fixed_actions[t])[None]
             for t, a in self._greedy(params, env).items()
         }
+
+    def move_scores(self, params: Params, env: GraphEnv) -> np.ndarray:
+        """The move head's score of each position's colocation group (``float32[P]``;
+        :attr:`hlo_go.gonet.network.SharedPass.move_score`).
+
+        Raises:
+          ValueError: the policy has no move head (``PolicyConfig.move_head``).
+        """
+        if not self.policy.config.move_head:
+            raise ValueError(
+                "this policy has no move head (PolicyConfig(move_head=True)): train one with "
+                "hlo_go.rl.train_imitation to decode with moves"
+            )
+        return np.asarray(
+            jax.device_get(self._move_jit(params, env.inputs.graphs, self._devices(env)))
+        )
 
     def _greedy(self, params: Params, env: GraphEnv) -> dict[str, np.ndarray]:
         return jax.device_get(self._greedy_jit(params, env.inputs.graphs, self._devices(env)))

@@ -42,7 +42,7 @@ import optax
 from tqdm.auto import tqdm
 
 from hlo_go.decisions import Decisions
-from hlo_go.gonet import TASKS, GONetwork, PolicyConfig
+from hlo_go.gonet import MASKED_LOGIT, TASKS, GONetwork, PolicyConfig
 from hlo_go.graph import OpGraph
 from hlo_go.rl.agent import GOAgent, decision_weights
 from hlo_go.rl.checkpoint import (
@@ -58,6 +58,8 @@ from hlo_go.rl.checkpoint import (
 from hlo_go.rl.config import TrainConfig
 from hlo_go.rl.env import GraphEnv
 from hlo_go.rl.metrics import MetricsLogger
+from hlo_go.rl.moves import label_moves, move_target_distribution
+from hlo_go.rl.prior import BEST, prior_decisions
 from hlo_go.rl.teachers import CHANGED_BITS, Teacher, check_teacher_graph, job_graph
 from hlo_go.rl.trainer import NonFiniteTrainingError, agent_for
 from hlo_go.sim import get_cluster
@@ -106,8 +108,12 @@ def imitation_loss(
     actions: Mapping[str, jax.Array],
     weights: jax.Array,
     tasks: Sequence[str],
+    move_target: jax.Array | None = None,
+    move_mask: jax.Array | None = None,
+    move_weight: float | jax.Array = 0.0,
 ) -> jax.Array:
-    """The cross-entropy of the teacher's actions (module docstring), ``float32[]``.
+    """The cross-entropy of the teacher's actions (module docstring), ``float32[]``, plus
+    ``move_weight`` × the move head's listwise loss where the network has one.
 
     The log-probabilities come from the path :class:`~hlo_go.rl.GOAgent` scores PPO's
     samples on: :meth:`GONetwork.shared`, then :meth:`GONetwork.decide` given the actions
@@ -121,13 +127,34 @@ def imitation_loss(
       actions: task name -> ``int32[P]`` (:func:`teacher_actions`).
       weights: ``float32[len(tasks) * P]`` (:func:`hlo_go.rl.agent.decision_weights`).
       tasks: the learned tasks, in canonical order.
+      move_target: ``float32[P]`` the move head's target distribution over the labeled
+        groups' rows (:func:`hlo_go.rl.moves.move_target_distribution`, by position).
+      move_mask: ``float32[P]`` 1 at those rows; all 0: no move loss.
+      move_weight: the move loss's weight.
     """
     shared = network.apply(params, graphs, devices, method=GONetwork.shared)
     out = network.apply(
         params, shared, graphs, devices, method=GONetwork.decide, actions=dict(actions)
     )
     rows = jnp.concatenate([out.row_log_prob[t] for t in tasks])
-    return -(rows * weights).sum() / jnp.maximum(weights.sum(), 1.0)
+    loss = -(rows * weights).sum() / jnp.maximum(weights.sum(), 1.0)
+    if shared.move_score is None or move_target is None or move_mask is None:
+        return loss
+    return loss + move_weight * move_loss(shared.move_score, move_target, move_mask)
+
+
+def move_loss(score: jax.Array, target: jax.Array, mask: jax.Array) -> jax.Array:
+    """The move head's listwise cross-entropy ``−Σ_g q_g log softmax(score)_g`` over the
+    labeled rows (``mask``), ``float32[]``; 0 when none is labeled.
+
+    Args:
+      score: ``float32[P]`` the head's scores (:attr:`SharedPass.move_score`).
+      target: ``float32[P]`` ``q``, summing to 1 over the labeled rows.
+      mask: ``float32[P]`` 1 at the labeled rows.
+    """
+    logits = jnp.where(mask > 0, score, MASKED_LOGIT)
+    log_p = jax.nn.log_softmax(logits)
+    return jnp.where(mask.sum() > 0, -(target * jnp.where(mask > 0, log_p, 0.0)).sum(), 0.0)
 
 
 class Example(NamedTuple):
@@ -142,6 +169,9 @@ class Example(NamedTuple):
         teacher agreement weighs decisions by them.
       loss_weights: the loss's weights (:func:`changed_weights`): ``weights`` with the
         decisions the teacher changed from the heuristic weighing more.
+      move_target: ``float32[P]`` the move head's target distribution by position
+        (:func:`hlo_go.rl.moves.move_target_distribution`; zeros without a move head).
+      move_mask: ``float32[P]`` 1 at the labeled groups' rows (zeros: no move loss).
     """
 
     label: str
@@ -150,6 +180,8 @@ class Example(NamedTuple):
     actions: dict[str, np.ndarray]
     weights: np.ndarray
     loss_weights: np.ndarray
+    move_target: np.ndarray
+    move_mask: np.ndarray
 
 
 class Imitator:
@@ -161,8 +193,14 @@ class Imitator:
       optimizer: the Optax optimizer the step applies.
     """
 
-    def __init__(self, config: TrainConfig, optimizer: optax.GradientTransformation) -> None:
+    def __init__(
+        self,
+        config: TrainConfig,
+        optimizer: optax.GradientTransformation,
+        move_weight: float = 0.0,
+    ) -> None:
         self.config = config
+        self.move_weight = float(move_weight)
         self.tasks = config.tasks
         self.optimizer = optimizer
         self.network = GONetwork(config.policy, config.max_devices)
@@ -175,15 +213,23 @@ class Imitator:
         """Function name -> times it was traced (= compiled)."""
         return dict(self._traces)
 
-    def _loss_fn(self, params, graphs, devices, actions, weights):
+    def _loss_fn(self, params, graphs, devices, actions, weights, move_target, move_mask):
         self._traces["loss"] += 1
-        return imitation_loss(self.network, params, graphs, devices, actions, weights, self.tasks)
+        return imitation_loss(
+            self.network, params, graphs, devices, actions, weights, self.tasks,
+            move_target, move_mask, self.move_weight,
+        )  # fmt: skip
 
-    def _step_fn(self, params, opt_state, graphs, devices, actions, weights):
+    def _step_fn(
+        self, params, opt_state, graphs, devices, actions, weights, move_target, move_mask
+    ):
         self._traces["step"] += 1
 
         def loss(p):
-            return imitation_loss(self.network, p, graphs, devices, actions, weights, self.tasks)
+            return imitation_loss(
+                self.network, p, graphs, devices, actions, weights, self.tasks,
+                move_target, move_mask, self.move_weight,
+            )  # fmt: skip
 
         value, grads = jax.value_and_grad(loss)(params)
         updates, opt_state = self.optimizer.update(grads, opt_state, params)
@@ -208,6 +254,8 @@ class Imitator:
                 self.devices(env),
                 example.actions,
                 example.loss_weights,
+                example.move_target,
+                example.move_mask,
             )
         )
 
@@ -218,7 +266,7 @@ class Imitator:
         env = example.env
         return self._step_jit(
             params, opt_state, env.inputs.graphs, self.devices(env), example.actions,
-            example.loss_weights,
+            example.loss_weights, example.move_target, example.move_mask,
         )  # fmt: skip
 
 
@@ -260,22 +308,26 @@ def _imitator(
     tasks: tuple[str, ...],
     learning_rate: float,
     max_grad_norm: float,
+    move_weight: float,
 ) -> Imitator:
     clip = [optax.clip_by_global_norm(max_grad_norm)] if max_grad_norm > 0 else []
     optimizer = optax.chain(*clip, optax.adam(learning_rate))
     config = TrainConfig(policy=policy, max_devices=max_devices, tasks=tasks)
-    return Imitator(config, optimizer)
+    return Imitator(config, optimizer, move_weight)
 
 
 def imitator_for(
-    config: TrainConfig, learning_rate: float = 1e-3, max_grad_norm: float = 1.0
+    config: TrainConfig,
+    learning_rate: float = 1e-3,
+    max_grad_norm: float = 1.0,
+    move_weight: float = 0.0,
 ) -> Imitator:
-    """The :class:`Imitator` of a configuration and Adam settings, shared by every run with
-    the same policy, device count, tasks and optimizer (so it compiles once per bucket per
-    process)."""
+    """The :class:`Imitator` of a configuration, Adam settings and move-loss weight, shared
+    by every run with the same (so it compiles once per bucket per process)."""
     return _imitator(
-        config.policy, config.max_devices, config.tasks, float(learning_rate), float(max_grad_norm)
-    )
+        config.policy, config.max_devices, config.tasks, float(learning_rate),
+        float(max_grad_norm), float(move_weight),
+    )  # fmt: skip
 
 
 class ImitationResult(NamedTuple):
@@ -317,6 +369,9 @@ def _fastest_per_pair(teachers: Sequence[Teacher]) -> list[Teacher]:
             chosen[label] = teacher
     return list(chosen.values())
 
+
+MOVE_WEIGHT = 1.0
+"""The move head's loss weight (:func:`move_loss`), for a network with one."""
 
 CHANGED_SHARE = 0.0
 """The share of an example's loss weight that the decisions its teacher changed from the
@@ -366,12 +421,16 @@ def make_examples(
     *,
     graphs: Mapping[str, OpGraph] | None = None,
     changed_share: float = CHANGED_SHARE,
+    progress: bool = False,
 ) -> list[Example]:
     """The (graph, cluster) examples of teachers: environments without a prior, the
     teachers' actions and the decisions' weights (:func:`changed_weights` with
     ``changed_share`` for the loss).
 
-    Several teachers of one (graph, cluster) give one example, the fastest's.
+    Several teachers of one (graph, cluster) give one example, the fastest's. For a
+    network with a move head (``config.policy.move_head``), each example's move labels
+    are simulated here (:func:`hlo_go.rl.moves.label_moves` from the best heuristic's
+    decisions, the teacher's start: a few hundred simulations per example).
 
     Raises:
       ValueError: no teachers, or a cluster with more devices than ``config.max_devices``.
@@ -381,7 +440,10 @@ def make_examples(
         raise ValueError("imitation needs at least one teacher")
     loaded: dict[str, OpGraph] = dict(graphs or {})
     examples = []
-    for teacher in _fastest_per_pair(teachers):
+    chosen = _fastest_per_pair(teachers)
+    moves = config.policy.move_head
+    bar = tqdm(chosen, desc="move labels" if moves else "examples", disable=not progress)
+    for teacher in bar:
         job = teacher.job
         if job.graph not in loaded:
             loaded[job.graph] = job_graph(job)
@@ -401,7 +463,16 @@ def make_examples(
         actions = teacher_actions(env, teacher.decisions)
         weights = decision_weights(env.inputs, config.tasks)
         loss_weights = changed_weights(env, teacher, weights, config.tasks, changed_share)
-        examples.append(Example(job.label, teacher, env, actions, weights, loss_weights))
+        size = env.inputs.bucket[0]
+        move_target = move_mask = np.zeros(size, np.float32)
+        if moves:
+            _, base = prior_decisions(graph, cluster, BEST)
+            labels = label_moves(graph, cluster, base.validate(graph, cluster.num_devices))
+            target, mask = move_target_distribution(labels, graph)
+            move_target, move_mask = env.inputs.to_positions(target), env.inputs.to_positions(mask)
+        examples.append(
+            Example(job.label, teacher, env, actions, weights, loss_weights, move_target, move_mask)
+        )
     return examples
 
 
@@ -420,6 +491,7 @@ def _meta(
     learning_rate: float,
     max_grad_norm: float,
     changed_share: float,
+    move_weight: float,
 ) -> dict[str, Any]:
     clusters = sorted({e.env.cluster.name for e in examples})
     return {
@@ -434,6 +506,7 @@ def _meta(
             "learning_rate": float(learning_rate),
             "max_grad_norm": float(max_grad_norm),
             "changed_share": float(changed_share),
+            "move_weight": float(move_weight),
         },
     }
 
@@ -479,6 +552,7 @@ def train_imitation(
     learning_rate: float = 1e-3,
     max_grad_norm: float = 1.0,
     changed_share: float = CHANGED_SHARE,
+    move_weight: float = MOVE_WEIGHT,
 ) -> ImitationResult:
     """Trains the GO network to decide as the teachers did (module docstring).
 
@@ -501,6 +575,8 @@ def train_imitation(
       max_grad_norm: global gradient-norm clip (0: none).
       changed_share: the share of each example's loss weight on the decisions its
         teacher changed from the best heuristic (:func:`changed_weights`; 0: all alike).
+      move_weight: with a move head (``config.policy.move_head``), the weight of its
+        listwise loss on simulated single moves (:func:`move_loss`).
 
     Returns:
       The :class:`ImitationResult`.
@@ -512,15 +588,18 @@ def train_imitation(
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
     _check_config(config)
-    examples = make_examples(teachers, config, graphs=graphs, changed_share=changed_share)
-    imitator = imitator_for(config, learning_rate, max_grad_norm)
+    examples = make_examples(
+        teachers, config, graphs=graphs, changed_share=changed_share, progress=progress
+    )
+    move_weight = float(move_weight) if config.policy.move_head else 0.0
+    imitator = imitator_for(config, learning_rate, max_grad_norm, move_weight)
     optimizer = imitator.optimizer
     agent = agent_for(config)  # its greedy decode and init are PPO's (compiled once)
     params = agent.policy.init(jax.random.key(seed), examples[0].env.inputs, config.max_devices)
     opt_state = optimizer.init(params)
     meta = _meta(
         examples, seed=seed, learning_rate=learning_rate, max_grad_norm=max_grad_norm,
-        changed_share=changed_share,
+        changed_share=changed_share, move_weight=move_weight,
     )  # fmt: skip
     out = Path(out_dir) if out_dir is not None else None
     start, elapsed = 0, 0.0

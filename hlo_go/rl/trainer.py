@@ -55,6 +55,7 @@ from hlo_go.rl.checkpoint import (
 from hlo_go.rl.config import TrainConfig
 from hlo_go.rl.env import GraphEnv, Scores
 from hlo_go.rl.metrics import MetricsLogger
+from hlo_go.rl.moves import ranked_by_score, single_moves
 from hlo_go.rl.ppo import PPOBatch, PPOConfig, make_optimizer
 from hlo_go.rl.prior import prior_decisions
 from hlo_go.sim import Cluster, simulate
@@ -604,7 +605,7 @@ class InferResult(NamedTuple):
     """Zero-shot decisions for one graph.
 
     Attributes:
-      decisions: the greedy decisions (or the best of ``samples`` samples, if better).
+      decisions: the greedy decisions, or the best of the samples and moves if better.
       step_time: their simulated step time, seconds.
       oom: whether they run out of memory.
       greedy_time: step time of the greedy decisions alone.
@@ -628,6 +629,7 @@ def infer(
     samples: int = 0,
     seed: int = 0,
     temperature: float = 1.0,
+    moves: int = 0,
 ) -> InferResult:
     """Zero-shot: a checkpoint's policy decides for a graph, without any training.
 
@@ -640,6 +642,9 @@ def infer(
       seed: PRNG seed of those samples.
       temperature: the samples' softmax temperature (below 1: closer to the greedy
         decisions; :meth:`hlo_go.rl.GOAgent.sample`).
+      moves: additionally simulate the greedy decisions with each of the ``moves``
+        colocation groups the move head scores highest moved to another device, one at a
+        time (:mod:`hlo_go.rl.moves`), and keep the best (0: none; needs a move head).
 
     Returns:
       The :class:`InferResult`.
@@ -647,6 +652,7 @@ def infer(
     Raises:
       CheckpointMismatchError: a cluster with more devices than the checkpoint places on,
         parameters that do not fit the network (another vocabulary or config).
+      ValueError: ``moves`` with a policy that has no move head.
     """
     began = time.perf_counter()
     ckpt = _loaded(checkpoint)
@@ -656,12 +662,20 @@ def infer(
     agent = agent_for(config)
     template = agent.policy.param_shapes(env.inputs, config.max_devices)
     params = restore_params(template, ckpt.params)
+    if moves > 0 and not config.policy.move_head:
+        raise ValueError(
+            f"moves={moves} needs a policy with a move head (PolicyConfig(move_head=True))"
+        )
     greedy, greedy_time = _greedy(agent, params, env)
     if samples > 0:
         actions, _, _ = agent.sample(
             params, env, jax.random.key(seed), samples, temperature=temperature
         )
         env.score(env.decisions(actions))
+    if moves > 0 and cluster.num_devices > 1:
+        scores = env.inputs.to_nodes(agent.move_scores(params, env))
+        groups = ranked_by_score(graph, scores, moves)
+        env.score(single_moves(graph, greedy, groups, cluster.num_devices))
     best = env.best if env.best is not None else greedy
     return InferResult(
         best,
