@@ -174,6 +174,10 @@ def run_fold(family: str, args: Any, store: Path) -> dict[str, Any]:
                 for k in args.moves:
                     own = infer(Path(work), graph, cluster, moves=k)
                     row[f"greedy+{k} moves vs best heuristic"] = base / own.step_time
+                    row[f"greedy+{k} moves fraction of SA gain"] = (
+                        (base - own.step_time) / gain if gain > 0 else None
+                    )
+                    row[f"greedy+{k} moves decide_s"] = own.seconds
                     _, flops_time, _ = best_move(graph, cluster, start, largest_groups(graph, k))
                     row[f"best heuristic+{k} largest moves vs best heuristic"] = base / flops_time
                     sa = run_search(
@@ -297,6 +301,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 (f"sa_{k + 1}_evaluations", f"SA {k + 1} evaluations vs best heuristic"),
             ):
                 moved[f"{key}_vs_best_heuristic_geomean"] = C.geomean([r[column] for r in rows])
+            shares = [r[f"greedy+{k} moves fraction of SA gain"] for r in rows]
+            moved[f"zero_shot_{k}_moves_fraction_of_sa_gain_median"] = C.median(
+                [f for f in shares if f is not None]
+            )
+            moved[f"zero_shot_{k}_moves_beats_best_heuristic"] = sum(
+                r[f"greedy+{k} moves vs best heuristic"] > 1.0 + 1e-9 for r in rows
+            )
     result = {
         "title": "Imitation of SA teachers, zero-shot on held-out families (simulated)",
         "cluster": args.cluster,

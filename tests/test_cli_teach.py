@@ -62,6 +62,24 @@ def test_imitate_writes_a_checkpoint_infer_takes(tmp_path: Path, capsys) -> None
     infer = ["infer", str(out), EXAMPLE, "--cluster", "p100x2", "--samples", "2", "-q"]
     assert main([*infer, "--temperature", "0.5", "--no-baselines"]) == 0
     assert _squeezed("GO zero-shot, best of greedy + 2") in _squeezed(capsys.readouterr().out)
+    # No move head: asking for moves fails that input (exit 1) and says why.
+    assert main([*infer, "--moves", "2", "--no-baselines"]) == 1
+    captured = capsys.readouterr()
+    assert "movehead" in _squeezed(captured.err + captured.out)
+
+
+def test_imitate_with_a_move_head_and_infer_with_moves(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    config = tmp_path / "tiny.json"
+    config.write_text(json.dumps(TINY))
+    out = tmp_path / "run"
+    args = _teachers(tmp_path / "store", "--clusters", "p100x2")
+    args[0] = "imitate"
+    assert main([*args, "--steps", "2", "--out", str(out), "--config", str(config),
+                 "--move-head"]) == 0  # fmt: skip
+    assert load_checkpoint(out).config.policy.move_head
+    infer = ["infer", str(out), EXAMPLE, "--cluster", "p100x2", "--moves", "3", "-q"]
+    assert main([*infer, "--samples", "2", "--no-baselines"]) == 0
+    assert _squeezed("best of greedy + 2 samples + 3 moves") in _squeezed(capsys.readouterr().out)
 
 
 @pytest.mark.parametrize(

@@ -6,20 +6,23 @@
                     [--evaluations N] [--seed S] [--workers W]
     hlo-go imitate HLO ... --store DIR --out DIR --steps N [--clusters ...] [--method M]
                    [--evaluations N] [--seed S] [--workers W] [--config FILE.json]
-                   [--changed-share S] [--no-resume]
+                   [--changed-share S] [--move-head] [--no-resume]
 
 ``teachers`` runs one search per (input, cluster preset) that is not in the store yet
 (:func:`hlo_go.rl.make_teachers`: resumable, ``--workers`` processes) and prints each
 teacher against the best heuristic it started from. ``imitate`` makes the same teachers
 (running the missing ones), then trains the GO network on them
 (:func:`hlo_go.rl.train_imitation`, no heuristic-prior input) into ``--out``, whose
-checkpoint ``hlo-go finetune`` / ``infer`` / ``eval --policy`` take. Inputs are HLO files or
-corpus graph names (pre-fusion).
+checkpoint ``hlo-go finetune`` / ``infer`` / ``eval --policy`` take; with ``--move-head``
+the network also learns to score single moves (simulated on each input,
+:mod:`hlo_go.rl.moves`), which ``hlo-go infer --moves K`` decodes with. Inputs are HLO
+files or corpus graph names (pre-fusion).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -116,6 +119,11 @@ def add_commands(subparsers: Any, parents: list[argparse.ArgumentParser]) -> Non
         default=0.0,
         help="loss share of the decisions a teacher changed from the heuristic (default 0)",
     )
+    p.add_argument(
+        "--move-head",
+        action="store_true",
+        help="also train a move head on simulated single moves (for infer --moves K)",
+    )
     p.add_argument("--no-resume", action="store_true", help="start over even if --out has a run")
     p.set_defaults(func=cmd_imitate)
 
@@ -183,6 +191,8 @@ def cmd_imitate(args: argparse.Namespace, console: Console) -> int:
 
     # A bad --config is a bad command line (UsageError: exit 2), found before any search.
     config = build_config(argparse.Namespace(config=args.config, quiet=args.quiet), TrainConfig())
+    if args.move_head:
+        config = config.replace(policy=dataclasses.replace(config.policy, move_head=True))
     try:
         teachers, graphs = _teachers(args)
         result = train_imitation(

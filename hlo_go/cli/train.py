@@ -8,7 +8,7 @@
                  [--no-resume] [--baselines a,b,... | --no-baselines] [--quiet]
     hlo-go finetune CHECKPOINT HLO [--cluster NAME] --steps N(<=50) --out DIR
     hlo-go infer CHECKPOINT HLO ... [--cluster NAME] [--samples K] [--temperature T]
-                 [--out DIR]
+                 [--moves K] [--out DIR]
 
 ``HLO`` is an HLO file (``.hlo`` / ``.hlo.gz``) or a corpus graph name (its
 ``--stage``, pre-fusion by default). ``train`` on one graph is GO-one
@@ -209,6 +209,12 @@ def add_commands(subparsers: Any, parents: list[argparse.ArgumentParser]) -> Non
         default=1.0,
         help="the samples' softmax temperature (below 1: closer to the greedy decisions)",
     )
+    p.add_argument(
+        "--moves",
+        type=bounded(int, low=0),
+        default=0,
+        help="also try the K moves the policy's move head scores highest (needs one)",
+    )
     p.add_argument("--out", type=check_out_dir, help="directory for the decisions files")
     _add_common(p)
     p.set_defaults(func=cmd_infer)
@@ -327,7 +333,7 @@ def cmd_infer(args: argparse.Namespace, console: Console) -> int:
         try:
             r = infer(
                 args.checkpoint, graph, cluster, samples=args.samples, seed=args.seed,
-                temperature=args.temperature,
+                temperature=args.temperature, moves=args.moves,
             )  # fmt: skip
         except (KeyError, ValueError, OSError) as error:
             print_error(console, f"{name}: {error}")
@@ -335,7 +341,10 @@ def cmd_infer(args: argparse.Namespace, console: Console) -> int:
             continue
         if args.out:
             _save_decisions(Path(args.out), name, r.decisions)
-        label = "GO zero-shot" + (f", best of greedy + {args.samples}" if args.samples else "")
+        tried = [f"{args.samples} samples"] * bool(args.samples) + [f"{args.moves} moves"] * bool(
+            args.moves
+        )
+        label = "GO zero-shot" + (f", best of greedy + {' + '.join(tried)}" if tried else "")
         _report(
             console, args, name, graph, cluster, [MethodTime(label, r.step_time, r.oom, r.seconds)]
         )
