@@ -13,7 +13,15 @@ from hlo_go.decisions import Decisions
 from hlo_go.gonet import GOPolicy, PolicyConfig
 from hlo_go.graph import build_graph
 from hlo_go.hlo import load_hlo
-from hlo_go.rl import TeacherJob, TrainConfig, agent_for, infer, make_examples, make_teachers
+from hlo_go.rl import (
+    DEFAULT_MOVES,
+    TeacherJob,
+    TrainConfig,
+    agent_for,
+    infer,
+    make_examples,
+    make_teachers,
+)
 from hlo_go.rl.imitation import move_loss, train_imitation
 from hlo_go.rl.moves import (
     best_move,
@@ -192,9 +200,11 @@ def test_imitation_trains_the_move_head_and_infer_decodes_with_it(graph, cluster
         teachers, config, steps=40, graphs=graphs, out_dir=out, learning_rate=3e-3
     )
     assert loss(result.params) < loss(params)
-    zero = infer(out, graph, cluster)
+    zero = infer(out, graph, cluster, moves=0)
     found = infer(out, graph, cluster, moves=4)
     assert found.step_time <= zero.step_time == found.greedy_time
+    # By default a policy with a move head tries DEFAULT_MOVES of them.
+    assert DEFAULT_MOVES == 4 and infer(out, graph, cluster).step_time == found.step_time
     with pytest.raises(ValueError, match="move head"):
         agent_for(TrainConfig(policy=TINY)).move_scores(result.params, example.env)
     no_head = tmp_path / "plain"

@@ -3,7 +3,7 @@
 ::
 
     hlo-go eval HLO ... [--policy CKPT|NAME|none] [--baselines a,b,c]
-                [--cluster NAME] [--samples K | --finetune N]
+                [--cluster NAME] [--samples K] [--moves M | --finetune N]
                 [--measure [--repeats N] [--cpu K] [--timeout S]]
                 [--stage prefusion] [--seed S] [--out DIR] [--no-timelines]
                 [--format table|csv|json|markdown] [--wide]
@@ -80,6 +80,13 @@ def add_command(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None
         type=bounded(int, low=0),
         default=0,
         help="zero-shot: also try K policy samples",
+    )
+    p.add_argument(
+        "--moves",
+        type=bounded(int, low=0),
+        metavar="M",
+        help="zero-shot: also try the M moves the policy's move head scores highest "
+        "(default: 4 for a policy with a move head, else 0)",
     )
     p.add_argument(
         "--finetune",
@@ -174,14 +181,14 @@ def _print_problems(console: Console, heading: str, lines: list[str]) -> None:
         console.print(f"  {line}", markup=False, highlight=False)
 
 
-def _meta(args: argparse.Namespace, checkpoint: Any, note: str, finetune: int) -> dict:
+def _meta(args: argparse.Namespace, checkpoint: Any, note: str, finetune: int, moves: int) -> dict:
     from hlo_go.evaluate.run import policy_label
 
     return {
         "cluster": args.cluster.name,
         "policy": None if checkpoint is None else (args.policy or "default"),
         "policy_method": None if checkpoint is None else policy_label(
-            samples=args.samples, finetune_steps=finetune
+            samples=args.samples, finetune_steps=finetune, moves=moves
         ),
         "note": note,
         "baselines": args.baselines,
@@ -226,6 +233,7 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     """Runs ``hlo-go eval``; 0, or 1 when an input or a method failed."""
     from hlo_go.evaluate.report import markdown, problems, rows_csv, rows_json, write_outputs
     from hlo_go.evaluate.run import evaluate
+    from hlo_go.rl.trainer import policy_moves
 
     try:
         checkpoint, note = resolve_policy(args.policy)
@@ -234,18 +242,24 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     if args.finetune and checkpoint is None and args.policy is not None:
         raise UsageError("--finetune needs a policy (not --policy none)")
     finetune = args.finetune if checkpoint is not None else 0
+    if args.moves and finetune:
+        raise UsageError("--moves is for zero-shot decisions, not with --finetune")
+    try:
+        moves = policy_moves(checkpoint, args.moves) if checkpoint and not finetune else 0
+    except ValueError as error:
+        raise UsageError(f"--moves: {error}") from None
     try:
         # evaluate() turns every failure of an input into that input's row.
         rows = evaluate(
             args.inputs, cluster=args.cluster, baselines=args.baselines, policy=checkpoint,
-            samples=args.samples, finetune_steps=finetune, measure=args.measure,
+            samples=args.samples, moves=moves, finetune_steps=finetune, measure=args.measure,
             repeats=args.repeats, stage=args.stage, seed=args.seed, cpu=args.cpu,
             work_dir=Path(args.out) / "finetune" if args.out and finetune else None,
             progress=not args.quiet, timeout=args.timeout,
         )  # fmt: skip
     except (KeyError, ValueError) as error:  # settings evaluate() refuses before any work
         raise UsageError(str(error).strip("'\"")) from None
-    meta = _meta(args, checkpoint, note, finetune)
+    meta = _meta(args, checkpoint, note, finetune, moves)
     if args.format == "table":
         _print_tables(console, rows, args, note)
     else:

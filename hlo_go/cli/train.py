@@ -212,8 +212,9 @@ def add_commands(subparsers: Any, parents: list[argparse.ArgumentParser]) -> Non
     p.add_argument(
         "--moves",
         type=bounded(int, low=0),
-        default=0,
-        help="also try the K moves the policy's move head scores highest (needs one)",
+        metavar="M",
+        help="also try the M moves the policy's move head scores highest "
+        "(default: 4 for a policy with a move head, else 0)",
     )
     p.add_argument("--out", type=check_out_dir, help="directory for the decisions files")
     _add_common(p)
@@ -323,17 +324,23 @@ def cmd_finetune(args: argparse.Namespace, console: Console) -> int:
 def cmd_infer(args: argparse.Namespace, console: Console) -> int:
     """Runs ``hlo-go infer``; 1 when an input (or the checkpoint) fails, the others
     still reported."""
+    from hlo_go.evaluate.run import policy_label
     from hlo_go.rl.compare import MethodTime
-    from hlo_go.rl.trainer import infer
+    from hlo_go.rl.trainer import infer, policy_moves
 
     cluster = args.cluster
+    try:
+        moves = policy_moves(args.checkpoint, args.moves)
+    except (KeyError, ValueError, OSError) as error:
+        print_error(console, error)
+        return EXIT_FAILED
     graphs = _load_all(console, args.inputs, args.stage)
     failed = len(args.inputs) - len(graphs)
     for name, graph in graphs:
         try:
             r = infer(
                 args.checkpoint, graph, cluster, samples=args.samples, seed=args.seed,
-                temperature=args.temperature, moves=args.moves,
+                temperature=args.temperature, moves=moves,
             )  # fmt: skip
         except (KeyError, ValueError, OSError) as error:
             print_error(console, f"{name}: {error}")
@@ -341,10 +348,7 @@ def cmd_infer(args: argparse.Namespace, console: Console) -> int:
             continue
         if args.out:
             _save_decisions(Path(args.out), name, r.decisions)
-        tried = [f"{args.samples} samples"] * bool(args.samples) + [f"{args.moves} moves"] * bool(
-            args.moves
-        )
-        label = "GO zero-shot" + (f", best of greedy + {' + '.join(tried)}" if tried else "")
+        label = policy_label(samples=args.samples, moves=moves)
         _report(
             console, args, name, graph, cluster, [MethodTime(label, r.step_time, r.oom, r.seconds)]
         )

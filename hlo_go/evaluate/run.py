@@ -199,20 +199,25 @@ def load_input(source: str, *, stage: str = "prefusion") -> OpGraph:
     return load_graph(source, stage)[1]
 
 
-def policy_label(*, samples: int = 0, finetune_steps: int = 0) -> str:
+def policy_label(*, samples: int = 0, finetune_steps: int = 0, moves: int = 0) -> str:
     """The GO policy's method name in rows and tables.
 
     Args:
       samples: zero-shot samples besides the greedy decisions.
       finetune_steps: fine-tuning steps (0: zero-shot).
+      moves: zero-shot moves of the policy's move head tried besides.
 
     Returns:
-      ``"GO zero-shot"``, ``"GO zero-shot (greedy + K samples)"`` or
+      ``"GO zero-shot"``, ``"GO zero-shot (greedy + K samples)"``, ``"GO zero-shot
+      (greedy + M moves)"``, ``"GO zero-shot (greedy + K samples + M moves)"`` or
       ``"GO fine-tuned (N steps)"``.
     """
     if finetune_steps:
         return f"GO fine-tuned ({finetune_steps} steps)"
-    return "GO zero-shot" + (f" (greedy + {samples} samples)" if samples else "")
+    tried = [f"{samples} samples"] * bool(samples) + [f"{moves} move" + "s" * (moves != 1)] * bool(
+        moves
+    )
+    return "GO zero-shot" + (f" (greedy + {' + '.join(tried)})" if tried else "")
 
 
 def method_names(baselines: Sequence[str] | None = None) -> list[str]:
@@ -255,11 +260,14 @@ class _Evaluator:
     cpu: int | None
     say: Callable[[str], None]
     timeout: float | None = None
+    moves: int = 0
 
     @property
     def label(self) -> str:
         """The policy's method name in rows (:func:`policy_label`)."""
-        return policy_label(samples=self.samples, finetune_steps=self.finetune_steps)
+        return policy_label(
+            samples=self.samples, finetune_steps=self.finetune_steps, moves=self.moves
+        )
 
     def row(self, source: str, index: int) -> EvalRow:
         """The row of one input (``index``: its position, naming its work files)."""
@@ -354,7 +362,7 @@ class _Evaluator:
         return policy_decisions(
             self.checkpoint, name, graph, cluster, samples=self.samples,
             finetune_steps=self.finetune_steps, seed=self.seed,
-            out_dir=self.work_dir / f"finetune_{tag}",
+            out_dir=self.work_dir / f"finetune_{tag}", moves=self.moves,
         )  # fmt: skip
 
     def _measured(
@@ -379,6 +387,7 @@ class _Evaluator:
                     policy=policy,
                     policy_method=self.label,
                     samples=self.samples,
+                    moves=self.moves,
                     finetune_steps=self.finetune_steps,
                     work_dir=self.work_dir / f"finetune_{index:03d}_host",
                     repeats=self.repeats,
@@ -414,6 +423,7 @@ def measure_input(
     policy: Checkpoint | None = None,
     policy_method: str = "",
     samples: int = 0,
+    moves: int = 0,
     finetune_steps: int = 0,
     work_dir: str | Path | None = None,
     repeats: int = 5,
@@ -436,6 +446,7 @@ def measure_input(
       policy: a GO policy checkpoint, measured as ``policy_method``.
       policy_method: the policy's method name.
       samples: zero-shot samples of the policy.
+      moves: zero-shot moves of the policy's move head (:func:`hlo_go.rl.infer`).
       finetune_steps: fine-tune the policy this many steps instead (0: zero-shot).
       work_dir: the fine-tuning run directory (default: a temporary one).
       repeats: timed rounds.
@@ -476,7 +487,7 @@ def measure_input(
         try:
             decisions, _ = policy_decisions(
                 policy, policy_method, graph, get_cluster(named.HOST_CLUSTER), samples=samples,
-                finetune_steps=finetune_steps, seed=seed, out_dir=work_dir,
+                finetune_steps=finetune_steps, seed=seed, out_dir=work_dir, moves=moves,
             )  # fmt: skip
             variants[policy_method] = xla.Variant(fusion=decisions, schedule=decisions)
         except Exception as error:
@@ -579,6 +590,7 @@ def evaluate(
     baselines: Sequence[str] | None = None,
     policy: Checkpoint | str | Path | None = None,
     samples: int = 0,
+    moves: int | None = None,
     finetune_steps: int = 0,
     measure: bool = False,
     repeats: int = 5,
@@ -600,6 +612,8 @@ def evaluate(
       policy: a loaded :class:`~hlo_go.rl.Checkpoint`, a policy name or checkpoint path
         (:func:`hlo_go.pretrained.load_policy`), or None for no policy.
       samples: zero-shot: also draw this many samples and keep the best.
+      moves: zero-shot: also try this many moves of the policy's move head (None: the
+        policy's default, :func:`hlo_go.rl.policy_moves`).
       finetune_steps: 1..50 to fine-tune the policy on each input instead of zero-shot.
       measure: also lower each method's decisions into XLA:CPU and measure them
         (:func:`measure_input`, in a spawned child process: a script calling this must
@@ -622,9 +636,10 @@ def evaluate(
     Raises:
       KeyError: an unknown cluster preset or baseline name.
       FileNotFoundError: no such policy.
-      ValueError: ``finetune_steps`` outside 0..50, or fine-tuning without a policy.
+      ValueError: ``finetune_steps`` outside 0..50, fine-tuning without a policy, or
+        moves for a policy without a move head.
     """
-    from hlo_go.rl.trainer import MAX_FINETUNE_STEPS
+    from hlo_go.rl.trainer import MAX_FINETUNE_STEPS, policy_moves
     from hlo_go.sources import load_cluster
 
     target = load_cluster(cluster) if isinstance(cluster, str) else cluster
@@ -637,6 +652,7 @@ def evaluate(
         raise ValueError(f"finetune_steps must be in 0..{MAX_FINETUNE_STEPS}, got {finetune_steps}")
     if finetune_steps and policy is None:
         raise ValueError("fine-tuning needs a policy")
+    moves = policy_moves(policy, moves) if policy is not None and not finetune_steps else 0
     inputs = expand_sources(sources)
     rows: list[EvalRow] = []
     with (
@@ -657,6 +673,7 @@ def evaluate(
             cpu=cpu,
             say=say,
             timeout=timeout,
+            moves=moves,
         )
         for index, source in enumerate(inputs):
             rows.append(evaluator.row(source, index))

@@ -8,7 +8,8 @@ Public names::
                                                             pretrain with W data-parallel workers
                                                             (jax.distributed processes, or emulated)
     finetune(checkpoint, graph, cluster, *, steps<=50, out_dir)
-    infer(checkpoint, graph, cluster) -> InferResult        zero-shot
+    infer(checkpoint, graph, cluster) -> InferResult        zero-shot (greedy, + samples, + moves)
+    policy_moves, DEFAULT_MOVES                             the moves a zero-shot decode tries
     policy_decisions(checkpoint, name, graph, cluster)     zero-shot or fine-tuned decisions
     TeacherJob, Teacher, run_teacher, make_teachers(jobs, *, store, workers)
                                                             search teachers per (graph, cluster),
@@ -19,6 +20,8 @@ Public names::
     train_imitation(teachers, config, *, steps) -> ImitationResult
                                                             imitation pre-training on teachers
     teacher_actions, teacher_agreement, imitation_loss, Imitator, make_examples, changed_weights
+    move_loss                                               the move head's listwise loss
+    MoveLabels, label_moves, best_move, largest_groups      single moves (hlo_go.rl.moves)
     TrainConfig, TrainResult, GraphResult, METRIC_COLUMNS, MAX_FINETUNE_STEPS
     GraphEnv, Scores, GOAgent, agent_for                    one graph on a cluster; the policy wired to PPO
     RewardConfig, reward, rewards, memory_ratio             -log(t / t_ref) with an OOM penalty
@@ -33,7 +36,8 @@ Module by concept: :mod:`~hlo_go.rl.ppo` (generic PPO), :mod:`~hlo_go.rl.reward`
 :mod:`~hlo_go.rl.env` (a graph on a cluster), :mod:`~hlo_go.rl.agent` (batched GO
 policy sampling and updates), :mod:`~hlo_go.rl.config`, :mod:`~hlo_go.rl.checkpoint`,
 :mod:`~hlo_go.rl.metrics`, :mod:`~hlo_go.rl.trainer`, :mod:`~hlo_go.rl.teachers`,
-:mod:`~hlo_go.rl.imitation` (teachers, then imitation, before PPO), :mod:`~hlo_go.rl.distributed`
+:mod:`~hlo_go.rl.imitation` (teachers, then imitation, before PPO), :mod:`~hlo_go.rl.moves`
+(single moves the move head is trained on and decodes with), :mod:`~hlo_go.rl.distributed`
 (data-parallel pre-training, ``jax.distributed``), :mod:`~hlo_go.rl.compare`
 (tables against baselines), :mod:`~hlo_go.cli.train` (``hlo-go train / finetune / infer``).
 """
@@ -54,11 +58,13 @@ from hlo_go.rl.imitation import (
     changed_weights,
     imitation_loss,
     make_examples,
+    move_loss,
     teacher_actions,
     teacher_agreement,
     train_imitation,
 )
 from hlo_go.rl.metrics import EventFileWriter, MetricsLogger, read_events, read_metrics
+from hlo_go.rl.moves import MoveLabels, best_move, label_moves, largest_groups
 from hlo_go.rl.ppo import (
     EvaluateFn,
     LossInfo,
@@ -92,6 +98,7 @@ from hlo_go.rl.teachers import (
     save_teacher,
 )
 from hlo_go.rl.trainer import (
+    DEFAULT_MOVES,
     MAX_FINETUNE_STEPS,
     METRIC_COLUMNS,
     GraphResult,
@@ -101,11 +108,13 @@ from hlo_go.rl.trainer import (
     finetune,
     infer,
     policy_decisions,
+    policy_moves,
     pretrain,
     train_one,
 )
 
 __all__ = [
+    "DEFAULT_MOVES",
     "MAX_FINETUNE_STEPS",
     "METRIC_COLUMNS",
     "STORE_VERSION",
@@ -121,6 +130,7 @@ __all__ = [
     "InferResult",
     "LossInfo",
     "MetricsLogger",
+    "MoveLabels",
     "PPOBatch",
     "PPOConfig",
     "Reverts",
@@ -134,6 +144,7 @@ __all__ = [
     "TrainResult",
     "UpdateFn",
     "agent_for",
+    "best_move",
     "changed_weights",
     "check_tasks",
     "clipped_surrogate",
@@ -142,6 +153,8 @@ __all__ = [
     "finetune",
     "imitation_loss",
     "infer",
+    "label_moves",
+    "largest_groups",
     "load_checkpoint",
     "load_teacher",
     "make_examples",
@@ -150,8 +163,10 @@ __all__ = [
     "make_update_step",
     "memory_ratio",
     "minibatch_epochs",
+    "move_loss",
     "normalize_advantages",
     "policy_decisions",
+    "policy_moves",
     "ppo_apply",
     "ppo_grads",
     "ppo_loss",

@@ -601,6 +601,31 @@ def _loaded(checkpoint: str | Path | Checkpoint) -> Checkpoint:
     return checkpoint if isinstance(checkpoint, Checkpoint) else load_checkpoint(checkpoint)
 
 
+DEFAULT_MOVES = 4
+"""Moves :func:`infer` tries by default with a policy that has a move head (each one
+simulation: the greedy decisions with one of the head's top-scored groups moved)."""
+
+
+def policy_moves(checkpoint: str | Path | Checkpoint, moves: int | None = None) -> int:
+    """The moves a zero-shot decode of ``checkpoint`` tries: ``moves`` if given, else
+    :data:`DEFAULT_MOVES` for a policy with a move head and 0 for one without.
+
+    Raises:
+      ValueError: ``moves > 0`` for a policy without a move head, or ``moves < 0``.
+    """
+    head = _loaded(checkpoint).config.policy.move_head
+    if moves is None:
+        return DEFAULT_MOVES if head else 0
+    if moves < 0:
+        raise ValueError(f"moves must be >= 0, got {moves}")
+    if moves and not head:
+        raise ValueError(
+            f"moves={moves} needs a policy with a move head (PolicyConfig(move_head=True); "
+            "hlo-go imitate --move-head trains one)"
+        )
+    return int(moves)
+
+
 class InferResult(NamedTuple):
     """Zero-shot decisions for one graph.
 
@@ -629,7 +654,7 @@ def infer(
     samples: int = 0,
     seed: int = 0,
     temperature: float = 1.0,
-    moves: int = 0,
+    moves: int | None = None,
 ) -> InferResult:
     """Zero-shot: a checkpoint's policy decides for a graph, without any training.
 
@@ -644,7 +669,8 @@ def infer(
         decisions; :meth:`hlo_go.rl.GOAgent.sample`).
       moves: additionally simulate the greedy decisions with each of the ``moves``
         colocation groups the move head scores highest moved to another device, one at a
-        time (:mod:`hlo_go.rl.moves`), and keep the best (0: none; needs a move head).
+        time (:mod:`hlo_go.rl.moves`), and keep the best (0: none; > 0 needs a move head;
+        None: :func:`policy_moves`' default, :data:`DEFAULT_MOVES` with a move head).
 
     Returns:
       The :class:`InferResult`.
@@ -662,10 +688,7 @@ def infer(
     agent = agent_for(config)
     template = agent.policy.param_shapes(env.inputs, config.max_devices)
     params = restore_params(template, ckpt.params)
-    if moves > 0 and not config.policy.move_head:
-        raise ValueError(
-            f"moves={moves} needs a policy with a move head (PolicyConfig(move_head=True))"
-        )
+    moves = policy_moves(ckpt, moves)
     greedy, greedy_time = _greedy(agent, params, env)
     if samples > 0:
         actions, _, _ = agent.sample(
@@ -697,6 +720,7 @@ def policy_decisions(
     finetune_steps: int = 0,
     seed: int = 0,
     out_dir: str | Path | None = None,
+    moves: int | None = None,
 ) -> tuple[Decisions, float]:
     """A policy's decisions for a graph: zero-shot (:func:`infer`), or the best seen while
     fine-tuning ``finetune_steps`` steps (:func:`finetune`).
@@ -710,13 +734,15 @@ def policy_decisions(
       finetune_steps: 1..50 to fine-tune first (0: zero-shot).
       seed: seed of the samples, or of fine-tuning.
       out_dir: the fine-tuning run directory (default: a temporary one, removed after).
+      moves: zero-shot: also try this many of the move head's moves (:func:`infer`;
+        None: the policy's default, :func:`policy_moves`).
 
     Returns:
       ``(decisions, seconds they took)``.
     """
     ckpt = _loaded(checkpoint)
     if not finetune_steps:
-        found = infer(ckpt, graph, cluster, samples=samples, seed=seed)
+        found = infer(ckpt, graph, cluster, samples=samples, seed=seed, moves=moves)
         return found.decisions, found.seconds
     with contextlib.ExitStack() as stack:
         if out_dir is None:
