@@ -21,7 +21,9 @@ For each held-out family:
    ``--moves``: the best of greedy + its ``K`` top-scored groups moved one at a time, against
    the same budget spent without the network: the best heuristic + its ``K`` largest
    groups (by flops) moved one at a time, and simulated annealing from the best heuristic
-   with ``K + 1`` evaluations.
+   with ``K + 1`` evaluations; and simulated annealing from the best heuristic for as long
+   as the network's warm default decode (greedy + :data:`hlo_go.rl.DEFAULT_MOVES` moves)
+   took (equal wall-clock).
 4. **Fine-tuned** (:func:`hlo_go.rl.finetune`): ``--finetune-steps`` (at most 50) PPO steps
    from the imitation checkpoint on each held-out graph; the best decisions seen and the
    final greedy ones.
@@ -109,7 +111,7 @@ def run_fold(family: str, args: Any, store: Path) -> dict[str, Any]:
     """Teachers, imitation without the family, zero-shot on its graphs."""
     from hlo_go.baselines.search import run_search, search_tasks_for
     from hlo_go.gonet import PolicyConfig
-    from hlo_go.rl import TrainConfig, finetune, infer
+    from hlo_go.rl import DEFAULT_MOVES, TrainConfig, finetune, infer
     from hlo_go.rl.imitation import train_imitation
     from hlo_go.rl.moves import best_move, largest_groups
     from hlo_go.rl.prior import BEST, prior_decisions
@@ -186,6 +188,19 @@ def run_fold(family: str, args: Any, store: Path) -> dict[str, Any]:
                     ).best  # fmt: skip
                     sa_time = min(base, float(simulate(graph, cluster, sa).step_time))
                     row[f"SA {k + 1} evaluations vs best heuristic"] = base / sa_time
+                # SA given the wall-clock of the network's warm default decode.
+                warm = infer(Path(work), graph, cluster, moves=DEFAULT_MOVES)
+                timed = run_search(
+                    graph, cluster, "simulated-annealing", budget=10**7, seed=args.seed,
+                    time_limit=warm.seconds, start=[start], tasks=search_tasks_for(cluster),
+                    fixed=start,
+                )  # fmt: skip
+                timed_time = min(base, float(simulate(graph, cluster, timed.best).step_time))
+                row |= {
+                    f"greedy+{DEFAULT_MOVES} moves warm decide_s": warm.seconds,
+                    "SA equal wall-clock vs best heuristic": base / timed_time,
+                    "SA equal wall-clock evaluations": int(timed.evaluations),
+                }
             for temperature in args.temperatures:  # the same samples' count, sharper
                 cooler = infer(
                     Path(work), graphs[name], cluster, samples=args.samples, seed=args.seed,
@@ -308,6 +323,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             moved[f"zero_shot_{k}_moves_beats_best_heuristic"] = sum(
                 r[f"greedy+{k} moves vs best heuristic"] > 1.0 + 1e-9 for r in rows
             )
+    if args.move_head:
+        moved["sa_equal_wall_clock_vs_best_heuristic_geomean"] = C.geomean(
+            [r["SA equal wall-clock vs best heuristic"] for r in rows]
+        )
     result = {
         "title": "Imitation of SA teachers, zero-shot on held-out families (simulated)",
         "cluster": args.cluster,
