@@ -246,6 +246,7 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
         raise UsageError("--moves is for zero-shot decisions, not with --finetune")
     try:
         moves = policy_moves(checkpoint, args.moves) if checkpoint and not finetune else 0
+        moves = moves if args.cluster.num_devices > 1 else 0  # one device: nothing to move
     except ValueError as error:
         raise UsageError(f"--moves: {error}") from None
     try:

@@ -653,6 +653,7 @@ def evaluate(
     if finetune_steps and policy is None:
         raise ValueError("fine-tuning needs a policy")
     moves = policy_moves(policy, moves) if policy is not None and not finetune_steps else 0
+    moves = moves if target.num_devices > 1 else 0  # one device: nothing to move
     inputs = expand_sources(sources)
     rows: list[EvalRow] = []
     with (

@@ -6,15 +6,18 @@
 
 The shipped policies were trained on this host (2 cores) with::
 
+    # v100x4: imitation with a move head, gpt2 held out (the gpt2 fold of
+    # experiments/imitation.py; needs the corpus variants: python -m hlo_go.corpus_build --variants)
+    python experiments/imitation.py --held-out gpt2 --steps 4000 --finetune-steps 0 \\
+        --workers 2 --per-family 30 --max-nodes 6000 --move-head --keep runs/folds
+    python -m hlo_go.pretrained.ship runs/folds/gpt2.msgpack v100x4
+
+    # host-cpu: PPO pre-training around a heuristic prior
     G="rnnlm_l2_scan gnmt_l2_scan transformer_xl_l2 gpt2_l2 bert_l2 resnet_26 wavenet_s2 rnnlm_l4_scan"
-    echo '{"prior_bias": 3.0, "eval_every": 20, "checkpoint_every": 20}' > ship.json
     echo '{"prior_bias": 3.0, "prior_fusion": "none", "eval_every": 20, "checkpoint_every": 20}' > ship_cpu.json
     hlo-go train $G --cluster host-cpu-1 --tasks fusion,scheduling --steps 60 \\
         --switch-every 40 --graphs-per-batch 4 --config ship_cpu.json --out runs/host_cpu
-    hlo-go train $G --cluster v100x4 --steps 60 \\
-        --switch-every 40 --graphs-per-batch 4 --config ship.json --out runs/v100x4
     python -m hlo_go.pretrained.ship runs/host_cpu host-cpu
-    python -m hlo_go.pretrained.ship runs/v100x4 v100x4
 """
 
 from __future__ import annotations
