@@ -147,7 +147,8 @@ class GOAgent:
         return self.network.apply(params, graphs, devices).actions
 
     def _move_fn(self, params: Params, graphs: Any, devices: jax.Array):
-        return self._shared(params, graphs, devices).move_score
+        shared = self._shared(params, graphs, devices)
+        return self._decide(params, shared, graphs, devices).actions, shared.move_score
 
     def _score_fn(self, params: Params, graphs: Any, devices: jax.Array, actions: Any):
         return self._scores(params, graphs, devices, actions)
@@ -247,9 +248,12 @@ class GOAgent:
             for t, a in self._greedy(params, env).items()
         }
 
-    def move_scores(self, params: Params, env: GraphEnv) -> np.ndarray:
-        """The move head's score of each position's colocation group (``float32[P]``;
-        :attr:`hlo_go.gonet.network.SharedPass.move_score`).
+    def greedy_and_move_scores(
+        self, params: Params, env: GraphEnv
+    ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """:meth:`greedy`'s actions and the move head's score of each position's
+        colocation group (``float32[P]``; :attr:`hlo_go.gonet.network.SharedPass.move_score`),
+        from one pass of the network.
 
         Raises:
           ValueError: the policy has no move head (``PolicyConfig.move_head``).
@@ -259,9 +263,17 @@ class GOAgent:
                 "this policy has no move head (PolicyConfig(move_head=True)): train one with "
                 "hlo_go.rl.train_imitation to decode with moves"
             )
-        return np.asarray(
-            jax.device_get(self._move_jit(params, env.inputs.graphs, self._devices(env)))
+        actions, scores = jax.device_get(
+            self._move_jit(params, env.inputs.graphs, self._devices(env))
         )
+        greedy = {
+            t: (a if t in self.tasks else env.fixed_actions[t])[None] for t, a in actions.items()
+        }
+        return greedy, np.asarray(scores)
+
+    def move_scores(self, params: Params, env: GraphEnv) -> np.ndarray:
+        """The move head's scores alone (:meth:`greedy_and_move_scores`)."""
+        return self.greedy_and_move_scores(params, env)[1]
 
     def _greedy(self, params: Params, env: GraphEnv) -> dict[str, np.ndarray]:
         return jax.device_get(self._greedy_jit(params, env.inputs.graphs, self._devices(env)))

@@ -688,16 +688,20 @@ def infer(
     agent = agent_for(config)
     template = agent.policy.param_shapes(env.inputs, config.max_devices)
     params = restore_params(template, ckpt.params)
-    moves = policy_moves(ckpt, moves)
-    greedy, greedy_time = _greedy(agent, params, env)
+    moves = policy_moves(ckpt, moves) if cluster.num_devices > 1 else 0
+    if moves > 0:  # the greedy decode and the move head's scores in one pass
+        actions, scores = agent.greedy_and_move_scores(params, env)
+        greedy = env.decisions(actions)[0]
+        greedy_time = float(env.score([greedy]).step_times[0])
+    else:
+        greedy, greedy_time = _greedy(agent, params, env)
     if samples > 0:
         actions, _, _ = agent.sample(
             params, env, jax.random.key(seed), samples, temperature=temperature
         )
         env.score(env.decisions(actions))
-    if moves > 0 and cluster.num_devices > 1:
-        scores = env.inputs.to_nodes(agent.move_scores(params, env))
-        groups = ranked_by_score(graph, scores, moves)
+    if moves > 0:
+        groups = ranked_by_score(graph, env.inputs.to_nodes(scores), moves)
         env.score(single_moves(graph, greedy, groups, cluster.num_devices))
     best = env.best if env.best is not None else greedy
     return InferResult(
