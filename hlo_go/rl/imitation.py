@@ -17,6 +17,12 @@ of the total (``changed_share``, :func:`changed_weights`; none by default).
 One graph per Adam step; graphs of several clusters train one network (the device
 count ``D`` is an input; the parameters are built for ``config.max_devices``).
 
+A network with a move head (``PolicyConfig(move_head=True)``) also learns which single
+moves pay: each example carries the simulated gains of moving its largest groups (and
+some others) from the best heuristic's decisions (:func:`hlo_go.rl.moves.label_moves`),
+and ``move_weight`` × :func:`move_loss`, a listwise cross-entropy of the head's scores
+against ``softmax(gain / T)``, is added to ``L``.
+
 There is no heuristic-prior input: the network's own decisions are what is taught and
 measured (the prior is an ablation of PPO training, :mod:`hlo_go.rl.prior`).
 

@@ -688,7 +688,8 @@ def infer(
     agent = agent_for(config)
     template = agent.policy.param_shapes(env.inputs, config.max_devices)
     params = restore_params(template, ckpt.params)
-    moves = policy_moves(ckpt, moves) if cluster.num_devices > 1 else 0
+    moves = policy_moves(ckpt, moves)
+    moves = moves if cluster.num_devices > 1 else 0  # one device: nothing to move
     if moves > 0:  # the greedy decode and the move head's scores in one pass
         actions, scores = agent.greedy_and_move_scores(params, env)
         greedy = env.decisions(actions)[0]
