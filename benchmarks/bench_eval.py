@@ -19,7 +19,8 @@ heuristics (:func:`hlo_go.rl.compare.heuristic_names`) and the shipped GO policy
 out) on ``v100x4``. Reported: files,
 ok rows, error rows with their reasons, crashes (inputs without a row, or an exception
 out of ``evaluate``; must be 0), whether exactly the broken files failed, total and
-per-file seconds, and the geometric-mean speedup of each heuristic over one device.
+per-file seconds, the geometric-mean speedup of each heuristic over one device, and the
+GO column against each file's best baseline (geomean; faster, equal, slower).
 ``--quick``: 10 files (4 small corpus graphs, 1 unoptimized module, 2 JAX modules,
 3 broken). Also writes ``results/eval.png`` (the bar chart of ``hlo-go eval --out``).
 """
@@ -35,6 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from rich.console import Console
 
 from benchmarks import BENCHMARKS_DIR, RESULTS_DIR
@@ -157,6 +159,19 @@ def write_inputs(root: Path, *, quick: bool) -> dict[str, str]:
     return kinds
 
 
+def _policy_summary(table: list[dict[str, Any]]) -> dict[str, Any]:
+    """The GO column against each file's best baseline: geomean, wins, ties, losses."""
+    ratios = [r["policy_vs_best_baseline"] for r in table if r.get("policy_vs_best_baseline")]
+    if not ratios:
+        return {}
+    return {
+        "policy_vs_best_baseline_geomean": round(float(np.exp(np.mean(np.log(ratios)))), 4),
+        "policy_faster_than_best_baseline": sum(r > 1 + 1e-9 for r in ratios),
+        "policy_equal_to_best_baseline": sum(abs(r - 1) <= 1e-9 for r in ratios),
+        "policy_slower_than_best_baseline": sum(r < 1 - 1e-9 for r in ratios),
+    }
+
+
 def run(*, quick: bool = False) -> dict[str, Any]:
     """Runs :func:`hlo_go.evaluate.evaluate` over the files; see the module docstring.
 
@@ -193,6 +208,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
             table.append({"file": name, "kind": kind, "status": "missing"})
             continue
         best = row.method(row.best) if row.best else None
+        go = next((m for m in row.methods if m.kind == "policy"), None)
         table.append(
             {
                 "file": name,
@@ -201,6 +217,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
                 "nodes": row.nodes,
                 "best": row.best,
                 "best_speedup": None if best is None else best.speedup,
+                "policy_vs_best_baseline": None if go is None else go.vs_best_baseline,
                 "seconds": round(row.seconds, 3),
             }
         )
@@ -226,5 +243,6 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         "largest_nodes": max((r.nodes or 0 for r in ok), default=0),
         "policy": policy,
         "geomean_speedup_vs_single_device": {m: round(v, 4) for m, v in gains.items()},
+        **_policy_summary(table),
         "chart": str(chart.relative_to(BENCHMARKS_DIR)) if chart else None,
     }
