@@ -89,7 +89,7 @@ def test_imitate_with_a_move_head_and_infer_with_moves(tmp_path: Path, capsys) -
     assert "GO zero-shot (greedy + 4 moves)" in capsys.readouterr().out
     assert main([*evaluate, "--policy", str(out), "--moves", "1", "--format", "json"]) == 0
     assert "GO zero-shot (greedy + 1 move)" in capsys.readouterr().out
-    assert main([*evaluate, "--policy", "default", "--moves", "1"]) == 2
+    assert main([*evaluate, "--policy", "host-cpu", "--moves", "1"]) == 2  # no move head
     assert "movehead" in _squeezed(capsys.readouterr().err)
 
 
