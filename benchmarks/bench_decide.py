@@ -25,9 +25,11 @@ Wall clock, not pinned: the policy uses XLA:CPU's thread pool, as a user's proce
 from __future__ import annotations
 
 import cProfile
+import functools
 import pstats
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
@@ -58,6 +60,16 @@ def _split(profile: cProfile.Profile) -> dict[str, float]:
     }
 
 
+def _timed(call: Callable[[], Any]) -> tuple[float, list[float], Any]:
+    """``(seconds of a first call, seconds of WARM_CALLS more, the last result)``."""
+    times, result = [], None
+    for _ in range(1 + WARM_CALLS):
+        began = time.perf_counter()
+        result = call()
+        times.append(time.perf_counter() - began)
+    return times[0], times[1:], result
+
+
 def run(*, quick: bool = False) -> dict[str, Any]:
     from hlo_go import corpus, load_policy
     from hlo_go.rl import DEFAULT_MOVES, agent_for, infer
@@ -78,28 +90,17 @@ def run(*, quick: bool = False) -> dict[str, Any]:
     for k, name in enumerate(names):
         _, graph = load_graph(name)
         before = executables()
-        began = time.perf_counter()
-        infer(policy, graph, cluster, samples=SAMPLES)
-        first_s = time.perf_counter() - began
+        first_s, warm, result = _timed(
+            functools.partial(infer, policy, graph, cluster, samples=SAMPLES)
+        )
         compiled = executables() > before
-        warm = []
-        for _ in range(WARM_CALLS):
-            began = time.perf_counter()
-            result = infer(policy, graph, cluster, samples=SAMPLES)
-            warm.append(time.perf_counter() - began)
         profile = cProfile.Profile()
         profile.enable()
         infer(policy, graph, cluster, samples=SAMPLES)
         profile.disable()
         warm_s = statistics.median(warm)
-        began = time.perf_counter()
-        infer(policy, graph, cluster)  # the default decode: greedy + the head's moves
-        moves_first_s = time.perf_counter() - began
-        moves_warm = []
-        for _ in range(WARM_CALLS):
-            began = time.perf_counter()
-            infer(policy, graph, cluster)
-            moves_warm.append(time.perf_counter() - began)
+        # The default decode: greedy + the head's moves.
+        moves_first_s, moves_warm, _ = _timed(functools.partial(infer, policy, graph, cluster))
         row = {
             "graph": name,
             "nodes": graph.num_nodes,

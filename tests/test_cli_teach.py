@@ -47,13 +47,20 @@ def test_teachers_are_stored_once_per_input_and_cluster(tmp_path: Path, capsys) 
     assert capsys.readouterr().out == first
 
 
-def test_imitate_writes_a_checkpoint_infer_takes(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def _imitate(tmp_path: Path, *extra: str) -> Path:
+    """Runs ``hlo-go imitate`` of the example on p100x2 (2 steps, the tiny network) into
+    ``tmp_path/run``, asserting exit 0; returns the run directory."""
     config = tmp_path / "tiny.json"
     config.write_text(json.dumps(TINY))
     out = tmp_path / "run"
     args = _teachers(tmp_path / "store", "--clusters", "p100x2")
     args[0] = "imitate"
-    assert main([*args, "--steps", "2", "--out", str(out), "--config", str(config)]) == 0
+    assert main([*args, "--steps", "2", "--out", str(out), "--config", str(config), *extra]) == 0
+    return out
+
+
+def test_imitate_writes_a_checkpoint_infer_takes(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    out = _imitate(tmp_path)
     text = _squeezed(capsys.readouterr().out)
     assert "cnn_train_step@p100x2" in text and "agreement" in text
     ckpt = load_checkpoint(out)
@@ -69,13 +76,7 @@ def test_imitate_writes_a_checkpoint_infer_takes(tmp_path: Path, capsys) -> None
 
 
 def test_imitate_with_a_move_head_and_infer_with_moves(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
-    config = tmp_path / "tiny.json"
-    config.write_text(json.dumps(TINY))
-    out = tmp_path / "run"
-    args = _teachers(tmp_path / "store", "--clusters", "p100x2")
-    args[0] = "imitate"
-    assert main([*args, "--steps", "2", "--out", str(out), "--config", str(config),
-                 "--move-head"]) == 0  # fmt: skip
+    out = _imitate(tmp_path, "--move-head")
     assert load_checkpoint(out).config.policy.move_head
     infer = ["infer", str(out), EXAMPLE, "--cluster", "p100x2", "--moves", "3", "-q"]
     assert main([*infer, "--samples", "2", "--no-baselines"]) == 0

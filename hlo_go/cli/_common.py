@@ -157,6 +157,17 @@ def add_cluster(parser: argparse.ArgumentParser, *, what: str = "the cluster to 
     )
 
 
+def add_moves(parser: argparse.ArgumentParser) -> None:
+    """Adds ``--moves M`` (default None: the policy's own, :func:`hlo_go.rl.policy_moves`)."""
+    parser.add_argument(
+        "--moves",
+        type=bounded(int, low=0),
+        metavar="M",
+        help="zero-shot: also try the M moves the policy's move head scores highest "
+        "(default: 4 for a policy with a move head, else 0)",
+    )
+
+
 def _nearest_existing(path: Path) -> Path:
     for parent in (path, *path.parents):
         if parent.exists():

@@ -44,6 +44,7 @@ from hlo_go.cli._common import (
     UsageError,
     add_cluster,
     add_inputs,
+    add_moves,
     bounded,
     check_out_dir,
 )
@@ -81,13 +82,7 @@ def add_command(subparsers: Any, parents: list[argparse.ArgumentParser]) -> None
         default=0,
         help="zero-shot: also try K policy samples",
     )
-    p.add_argument(
-        "--moves",
-        type=bounded(int, low=0),
-        metavar="M",
-        help="zero-shot: also try the M moves the policy's move head scores highest "
-        "(default: 4 for a policy with a move head, else 0)",
-    )
+    add_moves(p)
     p.add_argument(
         "--finetune",
         type=bounded(int, low=0),
@@ -245,8 +240,11 @@ def cmd_eval(args: argparse.Namespace, console: Console) -> int:
     if args.moves and finetune:
         raise UsageError("--moves is for zero-shot decisions, not with --finetune")
     try:
-        moves = policy_moves(checkpoint, args.moves) if checkpoint and not finetune else 0
-        moves = moves if args.cluster.num_devices > 1 else 0  # one device: nothing to move
+        moves = (
+            policy_moves(checkpoint, args.moves, num_devices=args.cluster.num_devices)
+            if checkpoint and not finetune
+            else 0
+        )
     except ValueError as error:
         raise UsageError(f"--moves: {error}") from None
     try:

@@ -37,6 +37,7 @@ from hlo_go.cli._common import (
     UsageError,
     add_cluster,
     add_inputs,
+    add_moves,
     bounded,
     check_out_dir,
     print_error,
@@ -209,13 +210,7 @@ def add_commands(subparsers: Any, parents: list[argparse.ArgumentParser]) -> Non
         default=1.0,
         help="the samples' softmax temperature (below 1: closer to the greedy decisions)",
     )
-    p.add_argument(
-        "--moves",
-        type=bounded(int, low=0),
-        metavar="M",
-        help="also try the M moves the policy's move head scores highest "
-        "(default: 4 for a policy with a move head, else 0)",
-    )
+    add_moves(p)
     p.add_argument("--out", type=check_out_dir, help="directory for the decisions files")
     _add_common(p)
     p.set_defaults(func=cmd_infer)
@@ -325,12 +320,14 @@ def cmd_infer(args: argparse.Namespace, console: Console) -> int:
     """Runs ``hlo-go infer``; 1 when an input (or the checkpoint) fails, the others
     still reported."""
     from hlo_go.evaluate.run import policy_label
+    from hlo_go.rl.checkpoint import load_checkpoint
     from hlo_go.rl.compare import MethodTime
     from hlo_go.rl.trainer import infer, policy_moves
 
     cluster = args.cluster
-    try:
-        moves = policy_moves(args.checkpoint, args.moves)
+    try:  # read once for every input
+        checkpoint = load_checkpoint(args.checkpoint)
+        moves = policy_moves(checkpoint, args.moves, num_devices=cluster.num_devices)
     except (KeyError, ValueError, OSError) as error:
         print_error(console, error)
         return EXIT_FAILED
@@ -339,7 +336,7 @@ def cmd_infer(args: argparse.Namespace, console: Console) -> int:
     for name, graph in graphs:
         try:
             r = infer(
-                args.checkpoint, graph, cluster, samples=args.samples, seed=args.seed,
+                checkpoint, graph, cluster, samples=args.samples, seed=args.seed,
                 temperature=args.temperature, moves=moves,
             )  # fmt: skip
         except (KeyError, ValueError, OSError) as error:

@@ -652,8 +652,10 @@ def evaluate(
         raise ValueError(f"finetune_steps must be in 0..{MAX_FINETUNE_STEPS}, got {finetune_steps}")
     if finetune_steps and policy is None:
         raise ValueError("fine-tuning needs a policy")
-    moves = policy_moves(policy, moves) if policy is not None and not finetune_steps else 0
-    moves = moves if target.num_devices > 1 else 0  # one device: nothing to move
+    if policy is None or finetune_steps:
+        moves = 0
+    else:
+        moves = policy_moves(policy, moves, num_devices=target.num_devices)
     inputs = expand_sources(sources)
     rows: list[EvalRow] = []
     with (

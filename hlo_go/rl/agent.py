@@ -243,9 +243,12 @@ class GOAgent:
 
     def greedy(self, params: Params, env: GraphEnv) -> dict[str, np.ndarray]:
         """The policy's most likely actions (``[1, P]`` per task, fixed tasks replaced)."""
+        return self._with_fixed(self._greedy(params, env), env)
+
+    def _with_fixed(self, actions: dict[str, np.ndarray], env: GraphEnv) -> dict[str, np.ndarray]:
+        """One decision set's actions as ``[1, P]`` per task, the fixed tasks' replaced."""
         return {
-            t: (a if t in self.tasks else env.fixed_actions[t])[None]
-            for t, a in self._greedy(params, env).items()
+            t: (a if t in self.tasks else env.fixed_actions[t])[None] for t, a in actions.items()
         }
 
     def greedy_and_move_scores(
@@ -266,10 +269,7 @@ class GOAgent:
         actions, scores = jax.device_get(
             self._move_jit(params, env.inputs.graphs, self._devices(env))
         )
-        greedy = {
-            t: (a if t in self.tasks else env.fixed_actions[t])[None] for t, a in actions.items()
-        }
-        return greedy, np.asarray(scores)
+        return self._with_fixed(actions, env), np.asarray(scores)
 
     def move_scores(self, params: Params, env: GraphEnv) -> np.ndarray:
         """The move head's scores alone (:meth:`greedy_and_move_scores`)."""

@@ -65,7 +65,7 @@ from hlo_go.rl.config import TrainConfig
 from hlo_go.rl.env import GraphEnv
 from hlo_go.rl.metrics import MetricsLogger
 from hlo_go.rl.moves import label_moves, move_target_distribution
-from hlo_go.rl.prior import BEST, prior_decisions
+from hlo_go.rl.prior import prior_decisions
 from hlo_go.rl.teachers import CHANGED_BITS, Teacher, check_teacher_graph, job_graph
 from hlo_go.rl.trainer import NonFiniteTrainingError, agent_for
 from hlo_go.sim import get_cluster
@@ -436,7 +436,7 @@ def make_examples(
     Several teachers of one (graph, cluster) give one example, the fastest's. For a
     network with a move head (``config.policy.move_head``), each example's move labels
     are simulated here (:func:`hlo_go.rl.moves.label_moves` from the best heuristic's
-    decisions, the teacher's start: a few hundred simulations per example).
+    decisions, the teacher's start, rerun by name: a few hundred simulations per example).
 
     Raises:
       ValueError: no teachers, or a cluster with more devices than ``config.max_devices``.
@@ -472,7 +472,7 @@ def make_examples(
         size = env.inputs.bucket[0]
         move_target = move_mask = np.zeros(size, np.float32)
         if moves:
-            _, base = prior_decisions(graph, cluster, BEST)
+            _, base = prior_decisions(graph, cluster, teacher.best_heuristic)
             labels = label_moves(graph, cluster, base.validate(graph, cluster.num_devices))
             target, mask = move_target_distribution(labels, graph)
             move_target, move_mask = env.inputs.to_positions(target), env.inputs.to_positions(mask)

@@ -20,14 +20,14 @@ the whole 1.07-1.17×). This module is what the policy's move head
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
 from hlo_go.baselines.search import score
 from hlo_go.decisions import Decisions
 from hlo_go.graph import OpGraph
-from hlo_go.sim import simulate_batch
+from hlo_go.sim import Cluster, simulate_batch
 
 LABELED_LARGEST = 192
 """Groups labeled per graph by :func:`label_moves`: this many of the largest by flops..."""
@@ -73,10 +73,7 @@ def group_flops(graph: OpGraph) -> np.ndarray:
 
 def largest_groups(graph: OpGraph, count: int | None = None) -> np.ndarray:
     """``int32[≤ count]`` group ids by total flops, largest first (ties: lower id)."""
-    ids = group_ids(graph)
-    flops = group_flops(graph)[ids]
-    ranked = ids[np.lexsort((ids, -flops))]
-    return ranked if count is None else ranked[:count]
+    return ranked_by_score(graph, group_flops(graph), count)
 
 
 def move_targets(graph: OpGraph, placement: np.ndarray, num_devices: int) -> np.ndarray:
@@ -132,7 +129,7 @@ def single_moves(
 
 def move_gains(
     graph: OpGraph,
-    cluster: Any,
+    cluster: Cluster,
     base: Decisions,
     groups: Sequence[int] | np.ndarray,
     targets: np.ndarray | None = None,
@@ -146,7 +143,7 @@ def move_gains(
 
 def label_moves(
     graph: OpGraph,
-    cluster: Any,
+    cluster: Cluster,
     base: Decisions,
     *,
     largest: int = LABELED_LARGEST,
@@ -190,16 +187,18 @@ def move_target_distribution(
     return target, mask
 
 
-def ranked_by_score(graph: OpGraph, node_scores: np.ndarray, count: int) -> np.ndarray:
-    """``int32[≤ count]`` group ids by a per-node score (read at the node naming each
-    group), highest first (ties: lower id)."""
+def ranked_by_score(
+    graph: OpGraph, node_scores: np.ndarray, count: int | None = None
+) -> np.ndarray:
+    """``int32[≤ count]`` group ids (all with None) by a per-node score (read at the node
+    naming each group), highest first (ties: lower id)."""
     ids = group_ids(graph)
     values = np.asarray(node_scores, np.float64)[ids]
     return ids[np.lexsort((ids, -values))][:count]
 
 
 def best_move(
-    graph: OpGraph, cluster: Any, base: Decisions, groups: Sequence[int] | np.ndarray
+    graph: OpGraph, cluster: Cluster, base: Decisions, groups: Sequence[int] | np.ndarray
 ) -> tuple[Decisions, float, int]:
     """The fastest of ``base`` and ``base`` with each of ``groups`` moved (one at a time,
     to its :func:`move_targets` device), by the search objective.

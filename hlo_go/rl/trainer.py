@@ -606,24 +606,30 @@ DEFAULT_MOVES = 4
 simulation: the greedy decisions with one of the head's top-scored groups moved)."""
 
 
-def policy_moves(checkpoint: str | Path | Checkpoint, moves: int | None = None) -> int:
+def policy_moves(
+    checkpoint: str | Path | Checkpoint,
+    moves: int | None = None,
+    *,
+    num_devices: int | None = None,
+) -> int:
     """The moves a zero-shot decode of ``checkpoint`` tries: ``moves`` if given, else
-    :data:`DEFAULT_MOVES` for a policy with a move head and 0 for one without.
+    :data:`DEFAULT_MOVES` for a policy with a move head and 0 for one without; 0 on a
+    cluster of ``num_devices < 2`` (nothing to move), after the same checks.
 
     Raises:
       ValueError: ``moves > 0`` for a policy without a move head, or ``moves < 0``.
     """
     head = _loaded(checkpoint).config.policy.move_head
     if moves is None:
-        return DEFAULT_MOVES if head else 0
-    if moves < 0:
+        moves = DEFAULT_MOVES if head else 0
+    elif moves < 0:
         raise ValueError(f"moves must be >= 0, got {moves}")
-    if moves and not head:
+    elif moves and not head:
         raise ValueError(
             f"moves={moves} needs a policy with a move head (PolicyConfig(move_head=True); "
             "hlo-go imitate --move-head trains one)"
         )
-    return int(moves)
+    return int(moves) if num_devices is None or num_devices > 1 else 0
 
 
 class InferResult(NamedTuple):
@@ -688,8 +694,7 @@ def infer(
     agent = agent_for(config)
     template = agent.policy.param_shapes(env.inputs, config.max_devices)
     params = restore_params(template, ckpt.params)
-    moves = policy_moves(ckpt, moves)
-    moves = moves if cluster.num_devices > 1 else 0  # one device: nothing to move
+    moves = policy_moves(ckpt, moves, num_devices=cluster.num_devices)
     if moves > 0:  # the greedy decode and the move head's scores in one pass
         actions, scores = agent.greedy_and_move_scores(params, env)
         greedy = env.decisions(actions)[0]
