@@ -54,7 +54,7 @@ def _split(profile: cProfile.Profile) -> dict[str, float]:
             cumulative[key] = max(cumulative.get(key, 0.0), total)
     return {
         "greedy_s": cumulative.get("agent.py:greedy", 0.0)
-        + cumulative.get("agent.py:greedy_and_move_scores", 0.0),
+        + cumulative.get("agent.py:greedy_pass", 0.0),
         "samples_s": cumulative.get("agent.py:sample", 0.0),
         "score_s": cumulative.get("env.py:score", 0.0),
     }

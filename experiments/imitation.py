@@ -16,14 +16,16 @@ For each held-out family:
 3. **Zero-shot** on each held-out graph (:func:`hlo_go.rl.infer`): the network's greedy
    decisions, and the best of greedy + ``--samples`` samples (and, for each of
    ``--temperatures``, the best of greedy + as many samples at that softmax temperature).
+   The greedy decisions with their fusion cut from the network's own fusion
+   probabilities at a few thresholds (:mod:`hlo_go.rl.fusion_sweep`), the best kept.
    With ``--move-head``, the network also has a move head trained on simulated single
    moves of its training graphs (:mod:`hlo_go.rl.moves`), and for each ``K`` of
-   ``--moves``: the best of greedy + its ``K`` top-scored groups moved one at a time, against
-   the same budget spent without the network: the best heuristic + its ``K`` largest
-   groups (by flops) moved one at a time, and simulated annealing from the best heuristic
-   with ``K + 1`` evaluations; and simulated annealing from the best heuristic for as long
-   as the network's warm default decode (greedy + :data:`hlo_go.rl.DEFAULT_MOVES` moves)
-   took (equal wall-clock).
+   ``--moves``: the best of greedy and its cuts, then its ``K`` top-scored groups moved one
+   at a time (and the same without the cuts, an ablation), against the same number of
+   simulations spent without the network: the best heuristic + its largest groups (by
+   flops) moved one at a time, and simulated annealing from the best heuristic; and
+   simulated annealing from the best heuristic for as long as the network's warm default
+   decode (greedy, cuts, :data:`hlo_go.rl.DEFAULT_MOVES` moves) took (equal wall-clock).
 4. **Fine-tuned** (:func:`hlo_go.rl.finetune`): ``--finetune-steps`` (at most 50) PPO steps
    from the imitation checkpoint on each held-out graph; the best decisions seen and the
    final greedy ones.
@@ -31,8 +33,10 @@ For each held-out family:
 Columns: simulated step times ÷ the best heuristic's (``> 1`` is faster than it), and the
 fraction of SA's gain over the best heuristic that zero-shot captures.
 
-Run: ``python experiments/imitation.py --held-out gpt2 [--cluster v100x4]``; ``--quick``: the
-gnmt fold, one small training graph per family, 30 evaluations, 3 steps (:data:`QUICK`).
+Run: ``python experiments/imitation.py --held-out gpt2 [--cluster v100x4]``; ``--keep DIR``
+stores each fold's network, ``--checkpoints DIR`` evaluates stored ones without training;
+``--quick``: the gnmt fold, one small training graph per family, 30 evaluations, 3 steps
+(:data:`QUICK`).
 """
 
 from __future__ import annotations
@@ -111,7 +115,7 @@ def run_fold(family: str, args: Any, store: Path) -> dict[str, Any]:
     """Teachers, imitation without the family, zero-shot on its graphs."""
     from hlo_go.baselines.search import run_search, search_tasks_for
     from hlo_go.gonet import PolicyConfig
-    from hlo_go.rl import DEFAULT_MOVES, TrainConfig, finetune, infer
+    from hlo_go.rl import DEFAULT_MOVES, TrainConfig, finetune, infer, load_checkpoint
     from hlo_go.rl.imitation import train_imitation
     from hlo_go.rl.moves import best_move, largest_groups
     from hlo_go.rl.prior import BEST, prior_decisions
@@ -125,9 +129,15 @@ def run_fold(family: str, args: Any, store: Path) -> dict[str, Any]:
             f"error: family {family!r} has no base graph <= {args.max_held_out_nodes} nodes"
         )
     C.log("imitation", f"{family}: {len(train)} training graphs, held out {test}")
+    reused = args.checkpoints / f"{family}.msgpack" if args.checkpoints else None
+    if reused is not None:
+        if not reused.is_file():
+            raise SystemExit(f"error: {reused} not found (--keep DIR writes it)")
+        ckpt = load_checkpoint(reused)
+        _check_held_out(ckpt, family, reused)
     jobs = [
         TeacherJob(g, args.cluster, evaluations=args.evaluations, seed=args.seed)
-        for g in (*train, *test)
+        for g in (test if reused else (*train, *test))
     ]
     teachers = make_teachers(jobs, store=store, workers=args.workers, progress=True)
     by_graph = {t.job.graph: t for t in teachers}
@@ -144,19 +154,28 @@ def run_fold(family: str, args: Any, store: Path) -> dict[str, Any]:
         )  # fmt: skip
     cluster = get_cluster(args.cluster)
     with tempfile.TemporaryDirectory(prefix="hlo-go-imitation-") as work:
-        result = train_imitation(
-            [by_graph[g] for g in train],
-            config,
-            steps=args.steps,
-            seed=args.seed,
-            progress=True,
-            out_dir=Path(work),
-            changed_share=args.changed_share,
-        )
+        if reused is None:
+            result = train_imitation(
+                [by_graph[g] for g in train],
+                config,
+                steps=args.steps,
+                seed=args.seed,
+                progress=True,
+                out_dir=Path(work),
+                changed_share=args.changed_share,
+            )
+            ckpt = load_checkpoint(Path(work))
+            record = {
+                "imitation_steps": result.step,
+                "imitation_s": result.seconds,
+                "train_agreement_mean": C.mean(list(result.agreement.values())),
+            }
+        else:
+            record = {"checkpoint": str(reused), "imitation_steps": ckpt.step}
         graphs = C.load_graphs(test)
         rows = []
         for name in test:
-            zero = infer(Path(work), graphs[name], cluster, samples=args.samples, seed=args.seed)
+            zero = infer(ckpt, graphs[name], cluster, samples=args.samples, seed=args.seed)
             teacher = by_graph[name]
             base, sa = teacher.best_heuristic_time, teacher.step_time
             gain = base - sa
@@ -169,27 +188,41 @@ def run_fold(family: str, args: Any, store: Path) -> dict[str, Any]:
                 "fraction of SA gain": (base - zero.step_time) / gain if gain > 0 else None,
                 "decide_s": zero.seconds,
             }
+            graph = graphs[name]
+            cuts = infer(ckpt, graph, cluster, moves=0)
+            row["greedy+fusion cuts vs best heuristic"] = base / cuts.step_time
             if args.move_head:
-                graph = graphs[name]
                 _, start = prior_decisions(graph, cluster, BEST)
                 start = start.validate(graph, cluster.num_devices)
                 for k in args.moves:
-                    own = infer(Path(work), graph, cluster, moves=k)
-                    row[f"greedy+{k} moves vs best heuristic"] = base / own.step_time
-                    row[f"greedy+{k} moves fraction of SA gain"] = (
+                    own = infer(ckpt, graph, cluster, moves=k)
+                    budget = own.simulations
+                    row[f"greedy+cuts+{k} moves vs best heuristic"] = base / own.step_time
+                    row[f"greedy+cuts+{k} moves fraction of SA gain"] = (
                         (base - own.step_time) / gain if gain > 0 else None
                     )
-                    row[f"greedy+{k} moves decide_s"] = own.seconds
-                    _, flops_time, _ = best_move(graph, cluster, start, largest_groups(graph, k))
-                    row[f"best heuristic+{k} largest moves vs best heuristic"] = base / flops_time
+                    row[f"greedy+cuts+{k} moves decide_s"] = own.seconds
+                    row[f"greedy+cuts+{k} moves simulations"] = budget
+                    plain = infer(ckpt, graph, cluster, moves=k, fusion_thresholds=())
+                    row[f"greedy+{k} moves (no cuts) vs best heuristic"] = base / plain.step_time
+                    _, flops_time, _ = best_move(
+                        graph, cluster, start, largest_groups(graph, budget - 1)
+                    )
                     sa = run_search(
-                        graph, cluster, "simulated-annealing", budget=k + 1, seed=args.seed,
+                        graph, cluster, "simulated-annealing", budget=budget, seed=args.seed,
                         start=[start], tasks=search_tasks_for(cluster), fixed=start,
                     ).best  # fmt: skip
                     sa_time = min(base, float(simulate(graph, cluster, sa).step_time))
-                    row[f"SA {k + 1} evaluations vs best heuristic"] = base / sa_time
+                    row |= {
+                        f"largest moves at greedy+cuts+{k} moves' simulations vs best heuristic": (
+                            base / flops_time
+                        ),
+                        f"SA at greedy+cuts+{k} moves' simulations vs best heuristic": (
+                            base / sa_time
+                        ),
+                    }
                 # SA given the wall-clock of the network's warm default decode.
-                warm = infer(Path(work), graph, cluster, moves=DEFAULT_MOVES)
+                warm = infer(ckpt, graph, cluster, moves=DEFAULT_MOVES)
                 timed = run_search(
                     graph, cluster, "simulated-annealing", budget=10**7, seed=args.seed,
                     time_limit=warm.seconds, start=[start], tasks=search_tasks_for(cluster),
@@ -197,13 +230,13 @@ def run_fold(family: str, args: Any, store: Path) -> dict[str, Any]:
                 )  # fmt: skip
                 timed_time = min(base, float(simulate(graph, cluster, timed.best).step_time))
                 row |= {
-                    f"greedy+{DEFAULT_MOVES} moves warm decide_s": warm.seconds,
+                    f"greedy+cuts+{DEFAULT_MOVES} moves warm decide_s": warm.seconds,
                     "SA equal wall-clock vs best heuristic": base / timed_time,
                     "SA equal wall-clock evaluations": int(timed.evaluations),
                 }
             for temperature in args.temperatures:  # the same samples' count, sharper
                 cooler = infer(
-                    Path(work), graphs[name], cluster, samples=args.samples, seed=args.seed,
+                    ckpt, graphs[name], cluster, samples=args.samples, seed=args.seed,
                     temperature=temperature,
                 )  # fmt: skip
                 row[f"best of greedy+{args.samples} at T={temperature:g} vs best heuristic"] = (
@@ -212,7 +245,7 @@ def run_fold(family: str, args: Any, store: Path) -> dict[str, Any]:
             if args.finetune_steps:
                 began = time.perf_counter()
                 tuned = finetune(
-                    Path(work), (name, graphs[name]), cluster, steps=args.finetune_steps,
+                    ckpt, (name, graphs[name]), cluster, steps=args.finetune_steps,
                     out_dir=Path(work) / f"finetune-{name}",
                 ).graphs[name]  # fmt: skip
                 row |= {
@@ -221,18 +254,27 @@ def run_fold(family: str, args: Any, store: Path) -> dict[str, Any]:
                     "finetune_s": time.perf_counter() - began,
                 }
             rows.append(row)
-        if args.keep:
+        if args.keep and reused is None:
             args.keep.mkdir(parents=True, exist_ok=True)
             shutil.copy(Path(work) / "checkpoint.msgpack", args.keep / f"{family}.msgpack")
-    agreement = C.mean(list(result.agreement.values()))
-    return {
-        "family": family,
-        "training_graphs": train,
-        "imitation_steps": result.step,
-        "imitation_s": result.seconds,
-        "train_agreement_mean": agreement,
-        "rows": rows,
-    }
+    return {"family": family, "training_graphs": train, **record, "rows": rows}
+
+
+def _check_held_out(ckpt: Any, family: str, where: Path) -> None:
+    """Refuses a reused checkpoint trained on a graph of the held-out family."""
+    from hlo_go import corpus
+
+    trained = [g.split("@")[0] for g in _listed(ckpt.meta.get("graphs", []))]
+    seen = [g for g in trained if corpus.family(g) == family]
+    if seen:
+        raise SystemExit(f"error: {where} was trained on {family} graphs: {seen[:3]}")
+
+
+def _listed(value: Any) -> list[str]:
+    """A list the checkpoint's metadata holds, as a list or as its printed form."""
+    import ast
+
+    return list(ast.literal_eval(value) if isinstance(value, str) else value)
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -285,6 +327,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "--keep", type=Path, help="copy each fold's imitation checkpoint here (FAMILY.msgpack)"
     )
     p.add_argument(
+        "--checkpoints",
+        type=Path,
+        help="reuse DIR/FAMILY.msgpack (as --keep wrote it) instead of training each fold",
+    )
+    p.add_argument(
         "--store",
         type=Path,
         default=Path.home() / ".cache" / "hlo-go" / "teachers",
@@ -307,23 +354,37 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         )
         for t in args.temperatures
     }
-    moved = {}
+    moved: dict[str, Any] = {
+        "zero_shot_cuts_vs_best_heuristic_geomean": C.geomean(
+            [r["greedy+fusion cuts vs best heuristic"] for r in rows]
+        )
+    }
     if args.move_head:
         for k in args.moves:
             for key, column in (
-                (f"zero_shot_{k}_moves", f"greedy+{k} moves vs best heuristic"),
-                (f"largest_{k}_moves", f"best heuristic+{k} largest moves vs best heuristic"),
-                (f"sa_{k + 1}_evaluations", f"SA {k + 1} evaluations vs best heuristic"),
+                (f"zero_shot_cuts_{k}_moves", f"greedy+cuts+{k} moves vs best heuristic"),
+                (f"zero_shot_{k}_moves_no_cuts", f"greedy+{k} moves (no cuts) vs best heuristic"),
+                (
+                    f"largest_moves_at_{k}_moves_simulations",
+                    f"largest moves at greedy+cuts+{k} moves' simulations vs best heuristic",
+                ),
+                (
+                    f"sa_at_{k}_moves_simulations",
+                    f"SA at greedy+cuts+{k} moves' simulations vs best heuristic",
+                ),
             ):
                 moved[f"{key}_vs_best_heuristic_geomean"] = C.geomean([r[column] for r in rows])
-            shares = [r[f"greedy+{k} moves fraction of SA gain"] for r in rows]
-            moved[f"zero_shot_{k}_moves_fraction_of_sa_gain_median"] = C.median(
+            shares = [r[f"greedy+cuts+{k} moves fraction of SA gain"] for r in rows]
+            moved[f"zero_shot_cuts_{k}_moves_fraction_of_sa_gain_median"] = C.median(
                 [f for f in shares if f is not None]
             )
-            moved[f"zero_shot_{k}_moves_beats_best_heuristic"] = sum(
-                r[f"greedy+{k} moves vs best heuristic"] > 1.0 + 1e-9 for r in rows
+            column = f"greedy+cuts+{k} moves vs best heuristic"
+            moved[f"zero_shot_cuts_{k}_moves_beats_best_heuristic"] = sum(
+                r[column] > 1.0 + 1e-9 for r in rows
             )
-    if args.move_head:
+            moved[f"zero_shot_cuts_{k}_moves_families_beaten"] = sorted(
+                f["family"] for f in folds if C.geomean([r[column] for r in f["rows"]]) > 1.0 + 1e-9
+            )
         moved["sa_equal_wall_clock_vs_best_heuristic_geomean"] = C.geomean(
             [r["SA equal wall-clock vs best heuristic"] for r in rows]
         )

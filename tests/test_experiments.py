@@ -85,7 +85,9 @@ def test_measured_quick(tmp_path: Path):
 
 def test_imitation_quick(tmp_path: Path):
     store = tmp_path / "teachers"
-    imitation.main(["--quick", "--out", str(tmp_path), "--store", str(store)])
+    keep = tmp_path / "keep"
+    flags = ["--quick", "--store", str(store), "--move-head", "--moves", "1"]
+    imitation.main([*flags, "--out", str(tmp_path), "--keep", str(keep)])
     data = _outputs(tmp_path, "imitation")
     fold = data["folds"][0]
     assert fold["family"] == "gnmt" and fold["imitation_steps"] == imitation.QUICK["steps"]
@@ -99,7 +101,28 @@ def test_imitation_quick(tmp_path: Path):
         greedy, best_of = row["greedy vs best heuristic"], row["best of greedy+2 vs best heuristic"]
         assert 0 < greedy <= best_of  # the best of greedy and samples includes greedy
         assert row["fine-tuned best vs best heuristic"] > 0 and row["finetune_s"] > 0
+        # the network's own fusion cuts and moves only add candidates to its greedy decode
+        assert greedy <= row["greedy+fusion cuts vs best heuristic"]
+        assert (
+            row["greedy+fusion cuts vs best heuristic"]
+            <= row["greedy+cuts+1 moves vs best heuristic"]
+        )
+        assert row["greedy+cuts+1 moves simulations"] >= 2
     assert math.isfinite(data["finetuned_vs_best_heuristic_geomean"])
+    assert data["zero_shot_cuts_1_moves_families_beaten"] in ([], ["gnmt"])
+    # the kept network, evaluated again without training, decides the same
+    again = imitation.main(
+        [*flags, "--finetune-steps", "0", "--out", str(tmp_path / "again"),
+         "--checkpoints", str(keep)]
+    )  # fmt: skip
+    assert again["folds"][0]["checkpoint"] == str(keep / "gnmt.msgpack")
+    for a, b in zip(again["rows"], data["rows"], strict=True):
+        assert (
+            a["greedy+cuts+1 moves vs best heuristic"] == b["greedy+cuts+1 moves vs best heuristic"]
+        )
+    (keep / "rnnlm.msgpack").write_bytes((keep / "gnmt.msgpack").read_bytes())
+    with pytest.raises(SystemExit, match="trained on rnnlm graphs"):
+        imitation.main([*flags, "--held-out", "rnnlm", "--checkpoints", str(keep)])
     # one stored teacher per (graph, cluster): the training graphs and the held-out ones
     assert len(list(store.glob("teacher-*.npz"))) == len(fold["training_graphs"]) + len(
         data["rows"]

@@ -61,6 +61,8 @@ class NetworkOutput(NamedTuple):
       value: ``float32[]`` the value head's estimate.
       row_log_prob: task name -> ``float32[N]`` each decision's log-probability (0 for
         rows that do not count: padding, and colocated rows other than their group's).
+      logits: task name -> ``float32[N, A]`` each row's logits, as the choice was made
+        from them (prior added, tempered; placement chooses from its group's mean row).
     """
 
     actions: dict[str, jnp.ndarray]
@@ -68,6 +70,7 @@ class NetworkOutput(NamedTuple):
     entropy: dict[str, jnp.ndarray]
     value: jnp.ndarray
     row_log_prob: dict[str, jnp.ndarray]
+    logits: dict[str, jnp.ndarray]
 
 
 class SharedPass(NamedTuple):
@@ -231,6 +234,7 @@ class GONetwork(nn.Module):
         log_prob: dict[str, jnp.ndarray] = {}
         entropy: dict[str, jnp.ndarray] = {}
         row_log_prob: dict[str, jnp.ndarray] = {}
+        task_logits: dict[str, jnp.ndarray] = {}
         z, logits = shared.first_z, shared.first_logits  # the first task's, precomputed
         x = h  # the next task's stack input
         for k, task in enumerate(cfg.task_order):
@@ -252,10 +256,13 @@ class GONetwork(nn.Module):
             log_prob[task] = choice.log_prob
             entropy[task] = choice.entropy
             row_log_prob[task] = choice.row_log_prob
+            task_logits[task] = logits
             if k + 1 < num_tasks:
                 recur = cfg.task_recurrence
                 x = z + self.action_embeddings[task](choice.action) if recur else h
-        return NetworkOutput(out_actions, log_prob, entropy, shared.value, row_log_prob)
+        return NetworkOutput(
+            out_actions, log_prob, entropy, shared.value, row_log_prob, task_logits
+        )
 
     def __call__(
         self,

@@ -8,8 +8,11 @@ Public names::
                                                             pretrain with W data-parallel workers
                                                             (jax.distributed processes, or emulated)
     finetune(checkpoint, graph, cluster, *, steps<=50, out_dir)
-    infer(checkpoint, graph, cluster) -> InferResult        zero-shot (greedy, + samples, + moves)
+    infer(checkpoint, graph, cluster) -> InferResult        zero-shot (greedy, + fusion cuts,
+                                                            + samples, + moves)
     policy_moves, DEFAULT_MOVES                             the moves a zero-shot decode tries
+    policy_fusion_thresholds, FUSION_THRESHOLDS, fusion_sweep
+                                                            the fusion cuts it tries (hlo_go.rl.fusion_sweep)
     policy_decisions(checkpoint, name, graph, cluster)     zero-shot or fine-tuned decisions
     TeacherJob, Teacher, run_teacher, make_teachers(jobs, *, store, workers)
                                                             search teachers per (graph, cluster),
@@ -37,7 +40,8 @@ Module by concept: :mod:`~hlo_go.rl.ppo` (generic PPO), :mod:`~hlo_go.rl.reward`
 policy sampling and updates), :mod:`~hlo_go.rl.config`, :mod:`~hlo_go.rl.checkpoint`,
 :mod:`~hlo_go.rl.metrics`, :mod:`~hlo_go.rl.trainer`, :mod:`~hlo_go.rl.teachers`,
 :mod:`~hlo_go.rl.imitation` (teachers, then imitation, before PPO), :mod:`~hlo_go.rl.moves`
-(single moves the move head is trained on and decodes with), :mod:`~hlo_go.rl.distributed`
+(single moves the move head is trained on and decodes with), :mod:`~hlo_go.rl.fusion_sweep`
+(the network's fusion probabilities cut at several thresholds), :mod:`~hlo_go.rl.distributed`
 (data-parallel pre-training, ``jax.distributed``), :mod:`~hlo_go.rl.compare`
 (tables against baselines), :mod:`~hlo_go.cli.train` (``hlo-go train / finetune / infer``).
 """
@@ -52,6 +56,7 @@ from hlo_go.rl.checkpoint import (
 from hlo_go.rl.config import TrainConfig
 from hlo_go.rl.distributed import data_parallel_pretrain
 from hlo_go.rl.env import GraphEnv, Scores, check_tasks
+from hlo_go.rl.fusion_sweep import FUSION_THRESHOLDS, fusion_sweep
 from hlo_go.rl.imitation import (
     ImitationResult,
     Imitator,
@@ -108,6 +113,7 @@ from hlo_go.rl.trainer import (
     finetune,
     infer,
     policy_decisions,
+    policy_fusion_thresholds,
     policy_moves,
     pretrain,
     train_one,
@@ -115,6 +121,7 @@ from hlo_go.rl.trainer import (
 
 __all__ = [
     "DEFAULT_MOVES",
+    "FUSION_THRESHOLDS",
     "MAX_FINETUNE_STEPS",
     "METRIC_COLUMNS",
     "STORE_VERSION",
@@ -151,6 +158,7 @@ __all__ = [
     "data_parallel_pretrain",
     "entropy_bonus",
     "finetune",
+    "fusion_sweep",
     "imitation_loss",
     "infer",
     "label_moves",
@@ -166,6 +174,7 @@ __all__ = [
     "move_loss",
     "normalize_advantages",
     "policy_decisions",
+    "policy_fusion_thresholds",
     "policy_moves",
     "ppo_apply",
     "ppo_grads",

@@ -29,7 +29,7 @@ actually used.)
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -54,6 +54,29 @@ def decision_weights(inputs: PolicyInput, tasks: Sequence[str]) -> np.ndarray:
     leaders = group_leaders(np.asarray(nodes["colocation_group"]), mask)
     rows = np.concatenate([leaders if t == "placement" else mask for t in tasks])
     return rows.astype(np.float32)
+
+
+NO_MOVE_HEAD = (
+    "this policy has no move head (PolicyConfig(move_head=True)): train one with "
+    "hlo_go.rl.train_imitation to decode with moves"
+)
+
+
+class GreedyPass(NamedTuple):
+    """What one greedy pass of the network gives a zero-shot decode.
+
+    Attributes:
+      actions: task -> ``int32[1, P]`` the most likely actions (fixed tasks replaced).
+      move_score: ``float32[P]`` the move head's score of each position's colocation group
+        (:attr:`hlo_go.gonet.network.SharedPass.move_score`); None without a move head.
+      fusion_logits: ``float32[P, B]`` the fusion task's logits under the greedy
+        placement and schedule (:mod:`hlo_go.rl.fusion_sweep`); None when fusion is not
+        learned.
+    """
+
+    actions: dict[str, np.ndarray]
+    move_score: np.ndarray | None
+    fusion_logits: np.ndarray | None
 
 
 class GOAgent:
@@ -87,7 +110,7 @@ class GOAgent:
         self._grads_jit = jax.jit(self._grads_fn)
         self._apply_jit = jax.jit(self._apply_fn)
         self._greedy_jit = jax.jit(self._greedy_fn)
-        self._move_jit = jax.jit(self._move_fn)
+        self._greedy_pass_jit = jax.jit(self._greedy_pass_fn)
 
     # -- jitted bodies ------------------------------------------------------------------
 
@@ -146,9 +169,10 @@ class GOAgent:
     def _greedy_fn(self, params: Params, graphs: Any, devices: jax.Array):
         return self.network.apply(params, graphs, devices).actions
 
-    def _move_fn(self, params: Params, graphs: Any, devices: jax.Array):
+    def _greedy_pass_fn(self, params: Params, graphs: Any, devices: jax.Array):
         shared = self._shared(params, graphs, devices)
-        return self._decide(params, shared, graphs, devices).actions, shared.move_score
+        out = self._decide(params, shared, graphs, devices)
+        return out.actions, shared.move_score, out.logits["fusion"]
 
     def _score_fn(self, params: Params, graphs: Any, devices: jax.Array, actions: Any):
         return self._scores(params, graphs, devices, actions)
@@ -251,29 +275,28 @@ class GOAgent:
             t: (a if t in self.tasks else env.fixed_actions[t])[None] for t, a in actions.items()
         }
 
-    def greedy_and_move_scores(
-        self, params: Params, env: GraphEnv
-    ) -> tuple[dict[str, np.ndarray], np.ndarray]:
-        """:meth:`greedy`'s actions and the move head's score of each position's
-        colocation group (``float32[P]``; :attr:`hlo_go.gonet.network.SharedPass.move_score`),
-        from one pass of the network.
+    def greedy_pass(self, params: Params, env: GraphEnv) -> GreedyPass:
+        """:meth:`greedy`'s actions, the move head's scores and the fusion logits, from
+        one pass of the network (:class:`GreedyPass`)."""
+        actions, scores, fusion = jax.device_get(
+            self._greedy_pass_jit(params, env.inputs.graphs, self._devices(env))
+        )
+        return GreedyPass(
+            self._with_fixed(actions, env),
+            None if scores is None else np.asarray(scores),
+            np.asarray(fusion) if "fusion" in self.tasks else None,
+        )
+
+    def move_scores(self, params: Params, env: GraphEnv) -> np.ndarray:
+        """The move head's score of each position's colocation group (``float32[P]``).
 
         Raises:
           ValueError: the policy has no move head (``PolicyConfig.move_head``).
         """
-        if not self.policy.config.move_head:
-            raise ValueError(
-                "this policy has no move head (PolicyConfig(move_head=True)): train one with "
-                "hlo_go.rl.train_imitation to decode with moves"
-            )
-        actions, scores = jax.device_get(
-            self._move_jit(params, env.inputs.graphs, self._devices(env))
-        )
-        return self._with_fixed(actions, env), np.asarray(scores)
-
-    def move_scores(self, params: Params, env: GraphEnv) -> np.ndarray:
-        """The move head's scores alone (:meth:`greedy_and_move_scores`)."""
-        return self.greedy_and_move_scores(params, env)[1]
+        scores = self.greedy_pass(params, env).move_score
+        if scores is None:
+            raise ValueError(NO_MOVE_HEAD)
+        return scores
 
     def _greedy(self, params: Params, env: GraphEnv) -> dict[str, np.ndarray]:
         return jax.device_get(self._greedy_jit(params, env.inputs.graphs, self._devices(env)))

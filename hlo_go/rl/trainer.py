@@ -54,6 +54,7 @@ from hlo_go.rl.checkpoint import (
 )
 from hlo_go.rl.config import TrainConfig
 from hlo_go.rl.env import GraphEnv, Scores
+from hlo_go.rl.fusion_sweep import FUSION_THRESHOLDS, check_thresholds, fusion_sweep
 from hlo_go.rl.metrics import MetricsLogger
 from hlo_go.rl.moves import ranked_by_score, single_moves
 from hlo_go.rl.ppo import PPOBatch, PPOConfig, make_optimizer
@@ -632,16 +633,39 @@ def policy_moves(
     return int(moves) if num_devices is None or num_devices > 1 else 0
 
 
+def policy_fusion_thresholds(
+    checkpoint: str | Path | Checkpoint, thresholds: Sequence[float] | None = None
+) -> tuple[float, ...]:
+    """The fusion cuts a zero-shot decode of ``checkpoint`` tries: ``thresholds`` if given,
+    else :data:`~hlo_go.rl.fusion_sweep.FUSION_THRESHOLDS` for a policy that learns fusion
+    and none for one that does not.
+
+    Raises:
+      ValueError: a threshold outside ``(0, 1]``, or thresholds for a policy that does not
+        learn fusion.
+    """
+    learns = "fusion" in _loaded(checkpoint).config.tasks
+    if thresholds is None:
+        return FUSION_THRESHOLDS if learns else ()
+    thresholds = check_thresholds(thresholds)
+    if thresholds and not learns:
+        raise ValueError("fusion thresholds need a policy that learns fusion")
+    return thresholds
+
+
 class InferResult(NamedTuple):
     """Zero-shot decisions for one graph.
 
     Attributes:
-      decisions: the greedy decisions, or the best of the samples and moves if better.
+      decisions: the greedy decisions, or the best of the fusion cuts, samples and moves
+        if better.
       step_time: their simulated step time, seconds.
       oom: whether they run out of memory.
       greedy_time: step time of the greedy decisions alone.
       reference_time: one device, FIFO, no fusion.
       seconds: wall-clock seconds of inference (policy calls and simulation).
+      simulations: decision sets simulated (greedy, fusion cuts, samples, moves): the
+        budget a search compared at equal evaluations gets.
     """
 
     decisions: Decisions
@@ -650,6 +674,7 @@ class InferResult(NamedTuple):
     greedy_time: float
     reference_time: float
     seconds: float
+    simulations: int
 
 
 def infer(
@@ -661,6 +686,7 @@ def infer(
     seed: int = 0,
     temperature: float = 1.0,
     moves: int | None = None,
+    fusion_thresholds: Sequence[float] | None = None,
 ) -> InferResult:
     """Zero-shot: a checkpoint's policy decides for a graph, without any training.
 
@@ -677,6 +703,11 @@ def infer(
         colocation groups the move head scores highest moved to another device, one at a
         time (:mod:`hlo_go.rl.moves`), and keep the best (0: none; > 0 needs a move head;
         None: :func:`policy_moves`' default, :data:`DEFAULT_MOVES` with a move head).
+        They start from the best of the greedy decisions and their fusion cuts.
+      fusion_thresholds: additionally simulate the greedy decisions with their fusion cut
+        from the network's fusion probabilities at each of these thresholds
+        (:func:`hlo_go.rl.fusion_sweep.fusion_sweep`), and keep the best (``()``: none;
+        None: :func:`policy_fusion_thresholds`' default).
 
     Returns:
       The :class:`InferResult`.
@@ -684,7 +715,8 @@ def infer(
     Raises:
       CheckpointMismatchError: a cluster with more devices than the checkpoint places on,
         parameters that do not fit the network (another vocabulary or config).
-      ValueError: ``moves`` with a policy that has no move head.
+      ValueError: ``moves`` with a policy that has no move head, a threshold outside
+        ``(0, 1]``, or thresholds for a policy that does not learn fusion.
     """
     began = time.perf_counter()
     ckpt = _loaded(checkpoint)
@@ -695,20 +727,33 @@ def infer(
     template = agent.policy.param_shapes(env.inputs, config.max_devices)
     params = restore_params(template, ckpt.params)
     moves = policy_moves(ckpt, moves, num_devices=cluster.num_devices)
-    if moves > 0:  # the greedy decode and the move head's scores in one pass
-        actions, scores = agent.greedy_and_move_scores(params, env)
-        greedy = env.decisions(actions)[0]
+    thresholds = policy_fusion_thresholds(ckpt, fusion_thresholds)
+    if moves > 0 or thresholds:  # greedy, move scores and fusion logits in one pass
+        passed = agent.greedy_pass(params, env)
+        greedy = env.decisions(passed.actions)[0]
         greedy_time = float(env.score([greedy]).step_times[0])
     else:
         greedy, greedy_time = _greedy(agent, params, env)
+    base, base_time = greedy, greedy_time
+    simulations = 1
+    if thresholds:  # the best cut of the network's fusion probabilities
+        cuts = fusion_sweep(greedy, env.inputs.to_nodes(passed.fusion_logits), thresholds)
+        simulations += len(cuts)
+        if cuts:
+            times = env.score(cuts).step_times
+            if float(np.min(times)) < base_time:
+                base, base_time = cuts[int(np.argmin(times))], float(np.min(times))
     if samples > 0:
         actions, _, _ = agent.sample(
             params, env, jax.random.key(seed), samples, temperature=temperature
         )
         env.score(env.decisions(actions))
-    if moves > 0:
-        groups = ranked_by_score(graph, env.inputs.to_nodes(scores), moves)
-        env.score(single_moves(graph, greedy, groups, cluster.num_devices))
+        simulations += samples
+    if moves > 0:  # the head's top groups moved, from the best of greedy and the cuts
+        groups = ranked_by_score(graph, env.inputs.to_nodes(passed.move_score), moves)
+        candidates = single_moves(graph, base, groups, cluster.num_devices)
+        env.score(candidates)
+        simulations += len(candidates)
     best = env.best if env.best is not None else greedy
     return InferResult(
         best,
@@ -717,6 +762,7 @@ def infer(
         greedy_time,
         env.reference_time,
         time.perf_counter() - began,
+        simulations,
     )
 
 
