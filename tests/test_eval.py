@@ -117,7 +117,7 @@ def test_every_input_gets_a_row_and_errors_have_reasons(inputs, checkpoint, tmp_
         methods = {m["method"]: m for m in row["methods"]}
         assert row["methods"][0]["method"] == REFERENCE
         assert methods[REFERENCE]["speedup"] == pytest.approx(1.0)
-        go = methods[policy_label()]
+        go = methods[policy_label(cuts=True)]
         assert go["status"] == "ok" and go["kind"] == "policy", go
         assert go["speedup"] > 0 and go["vs_best_baseline"] > 0
         assert sum(m["best"] for m in row["methods"]) == 1
@@ -165,9 +165,9 @@ def test_policy_that_cannot_decide_is_a_cell_error(inputs, checkpoint):
     )  # fmt: skip
     (row,) = rows
     assert row.status == "ok"
-    go = row.method(policy_label())
+    go = row.method(policy_label(cuts=True))
     assert go.status == "error" and "max_devices" in go.reason
-    assert policy_label() in row.reason
+    assert policy_label(cuts=True) in row.reason
     assert row.method("xla-cpu-like").status == "ok"
 
 
@@ -195,7 +195,7 @@ def test_measure(inputs, checkpoint, tmp_path, capsys):
     for row in rows:
         assert row["status"] == "ok" and row["measured_nodes"] > 0
         assert [m["method"] for m in row["methods"]] == [
-            REFERENCE, "xla-cpu-like", "critical-path+xla-cpu-like", policy_label(),
+            REFERENCE, "xla-cpu-like", "critical-path+xla-cpu-like", policy_label(cuts=True),
         ]  # fmt: skip
         for m in row["methods"]:
             assert m["status"] == "ok", m

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from hlo_go.baselines.search import score
 from hlo_go.decisions import Decisions
 from hlo_go.gonet import GOPolicy, PolicyConfig
 from hlo_go.graph import build_graph
@@ -25,6 +26,7 @@ from hlo_go.rl import (
 from hlo_go.rl.imitation import move_loss, train_imitation
 from hlo_go.rl.moves import (
     best_move,
+    climb_moves,
     group_flops,
     group_ids,
     label_moves,
@@ -118,6 +120,46 @@ def test_gains_are_simulated_log_ratios_and_best_move_never_slower(graph, cluste
     assert len(single_moves(graph, base, groups, 4)) == 5
 
 
+def test_climb_keeps_each_move_that_pays_as_a_hand_climb_does(graph, cluster):
+    base = _on_one_device(graph)
+    groups = largest_groups(graph, 8)
+    found, value, runs = climb_moves(graph, cluster, base, groups)
+    assert runs == 1 + len(groups)
+    # The same climb by hand: each group to the least-loaded other device under the
+    # decisions so far, kept when the objective drops.
+    current, best = base, score(simulate(graph, cluster, base))
+    kept = 0
+    for g in groups:
+        target = move_targets(graph, current.placement, 4)[g]
+        candidate = moved(current, graph, int(g), int(target))
+        t = score(simulate(graph, cluster, candidate))
+        if t < best:
+            current, best, kept = candidate, t, kept + 1
+    assert value == pytest.approx(best, rel=1e-9)
+    np.testing.assert_array_equal(found.placement, current.placement)
+    assert value <= score(simulate(graph, cluster, base))
+    # Moves that pay add up: never worse than the best single move of the same groups.
+    assert value <= best_move(graph, cluster, base, groups)[1] * (1 + 1e-9)
+    # A given objective and base value: only the moves are evaluated, through it.
+    calls = []
+
+    def counted(d: Decisions) -> float:
+        calls.append(d)
+        return score(simulate(graph, cluster, d))
+
+    _, again, again_runs = climb_moves(
+        graph,
+        cluster,
+        base,
+        groups,
+        evaluate=counted,
+        base_value=score(simulate(graph, cluster, base)),
+    )
+    assert again == pytest.approx(value) and again_runs == len(calls) == len(groups)
+    one = climb_moves(graph, get_cluster("host-cpu-1"), base, groups, base_value=1.0)
+    assert one[1:] == (1.0, 0)
+
+
 def test_labels_and_their_target_distribution(graph, cluster):
     base = _on_one_device(graph)
     labels = label_moves(graph, cluster, base, largest=4, others=3, seed=1)
@@ -204,8 +246,9 @@ def test_imitation_trains_the_move_head_and_infer_decodes_with_it(graph, cluster
     found = infer(out, graph, cluster, moves=4, fusion_thresholds=())
     assert found.step_time <= zero.step_time == found.greedy_time
     # By default a policy with a move head tries DEFAULT_MOVES of them.
-    assert DEFAULT_MOVES == 4
-    assert infer(out, graph, cluster, fusion_thresholds=()).step_time == found.step_time
+    assert DEFAULT_MOVES == 16
+    default = infer(out, graph, cluster, fusion_thresholds=())
+    assert default.step_time <= found.step_time and default.simulations <= 1 + DEFAULT_MOVES
     with pytest.raises(ValueError, match="move head"):
         agent_for(TrainConfig(policy=TINY)).move_scores(result.params, example.env)
     no_head = tmp_path / "plain"

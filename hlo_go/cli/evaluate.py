@@ -178,19 +178,22 @@ def _print_problems(console: Console, heading: str, lines: list[str]) -> None:
 
 def _meta(args: argparse.Namespace, checkpoint: Any, note: str, finetune: int, moves: int) -> dict:
     from hlo_go.evaluate.run import policy_label
+    from hlo_go.rl.trainer import policy_fusion_thresholds
 
+    method = None
+    if checkpoint is not None:
+        cuts = bool(policy_fusion_thresholds(checkpoint))
+        method = policy_label(samples=args.samples, finetune_steps=finetune, moves=moves, cuts=cuts)
     return {
         "cluster": args.cluster.name,
         "policy": None if checkpoint is None else (args.policy or "default"),
-        "policy_method": None if checkpoint is None else policy_label(
-            samples=args.samples, finetune_steps=finetune, moves=moves
-        ),
+        "policy_method": method,
         "note": note,
         "baselines": args.baselines,
         "measure": args.measure,
         "stage": args.stage,
         "seed": args.seed,
-    }  # fmt: skip
+    }
 
 
 def _print_tables(console: Console, rows: list[Any], args: argparse.Namespace, note: str) -> None:

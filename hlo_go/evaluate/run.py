@@ -199,23 +199,28 @@ def load_input(source: str, *, stage: str = "prefusion") -> OpGraph:
     return load_graph(source, stage)[1]
 
 
-def policy_label(*, samples: int = 0, finetune_steps: int = 0, moves: int = 0) -> str:
+def policy_label(
+    *, samples: int = 0, finetune_steps: int = 0, moves: int = 0, cuts: bool = False
+) -> str:
     """The GO policy's method name in rows and tables.
 
     Args:
       samples: zero-shot samples besides the greedy decisions.
       finetune_steps: fine-tuning steps (0: zero-shot).
       moves: zero-shot moves of the policy's move head tried besides.
+      cuts: zero-shot fusion cuts tried besides (:mod:`hlo_go.rl.fusion_sweep`).
 
     Returns:
-      ``"GO zero-shot"``, ``"GO zero-shot (greedy + K samples)"``, ``"GO zero-shot
-      (greedy + M moves)"``, ``"GO zero-shot (greedy + K samples + M moves)"`` or
-      ``"GO fine-tuned (N steps)"``.
+      ``"GO zero-shot"``, or what it tries besides the greedy decisions, e.g. ``"GO
+      zero-shot (greedy + fusion cuts + K samples + M moves)"``; or ``"GO fine-tuned (N
+      steps)"``.
     """
     if finetune_steps:
         return f"GO fine-tuned ({finetune_steps} steps)"
-    tried = [f"{samples} samples"] * bool(samples) + [f"{moves} move" + "s" * (moves != 1)] * bool(
-        moves
+    tried = (
+        ["fusion cuts"] * cuts
+        + [f"{samples} samples"] * bool(samples)
+        + [f"{moves} move" + "s" * (moves != 1)] * bool(moves)
     )
     return "GO zero-shot" + (f" (greedy + {' + '.join(tried)})" if tried else "")
 
@@ -261,13 +266,15 @@ class _Evaluator:
     say: Callable[[str], None]
     timeout: float | None = None
     moves: int = 0
+    cuts: bool = False
 
     @property
     def label(self) -> str:
         """The policy's method name in rows (:func:`policy_label`)."""
         return policy_label(
-            samples=self.samples, finetune_steps=self.finetune_steps, moves=self.moves
-        )
+            samples=self.samples, finetune_steps=self.finetune_steps, moves=self.moves,
+            cuts=self.cuts,
+        )  # fmt: skip
 
     def row(self, source: str, index: int) -> EvalRow:
         """The row of one input (``index``: its position, naming its work files)."""
@@ -639,7 +646,7 @@ def evaluate(
       ValueError: ``finetune_steps`` outside 0..50, fine-tuning without a policy, or
         moves for a policy without a move head.
     """
-    from hlo_go.rl.trainer import MAX_FINETUNE_STEPS, policy_moves
+    from hlo_go.rl.trainer import MAX_FINETUNE_STEPS, policy_fusion_thresholds, policy_moves
     from hlo_go.sources import load_cluster
 
     target = load_cluster(cluster) if isinstance(cluster, str) else cluster
@@ -653,9 +660,10 @@ def evaluate(
     if finetune_steps and policy is None:
         raise ValueError("fine-tuning needs a policy")
     if policy is None or finetune_steps:
-        moves = 0
+        moves, cuts = 0, False
     else:
         moves = policy_moves(policy, moves, num_devices=target.num_devices)
+        cuts = bool(policy_fusion_thresholds(policy))
     inputs = expand_sources(sources)
     rows: list[EvalRow] = []
     with (
@@ -677,6 +685,7 @@ def evaluate(
             say=say,
             timeout=timeout,
             moves=moves,
+            cuts=cuts,
         )
         for index, source in enumerate(inputs):
             rows.append(evaluator.row(source, index))

@@ -12,14 +12,17 @@ the whole 1.07-1.17×). This module is what the policy's move head
   (the largest by flops, and some others at random): the labels of the head's listwise
   loss (:func:`move_target_distribution`).
 - :func:`best_move`: base decisions and a ranked list of groups to try: simulate each
-  group moved, return the fastest (never slower than the base). The policy ranks the
-  groups by its head's scores; :func:`largest_groups` ranks them by flops (the baseline a
-  learned ranking has to beat at the same number of simulations).
+  group moved, return the fastest (never slower than the base). :func:`climb_moves`: the
+  same list tried in turn, each move kept when it pays (hill climbing along the ranking;
+  what the policy decodes with). The policy ranks the groups by its head's scores;
+  :func:`largest_groups` ranks them by flops (the baseline a learned ranking has to beat
+  at the same number of simulations).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -212,3 +215,50 @@ def best_move(
     times = [score(r) for r in simulate_batch(graph, cluster, candidates)]
     best = int(np.argmin(times))  # the first of equals: the base before any move
     return candidates[best], float(times[best]), len(candidates)
+
+
+def climb_moves(
+    graph: OpGraph,
+    cluster: Cluster,
+    base: Decisions,
+    groups: Sequence[int] | np.ndarray,
+    *,
+    evaluate: Callable[[Decisions], float] | None = None,
+    base_value: float | None = None,
+) -> tuple[Decisions, float, int]:
+    """Hill climbing along a ranking: each of ``groups`` in turn is moved (to its
+    :func:`move_targets` device under the decisions so far), and the move is kept when it
+    lowers the objective. Moves that pay add up, where :func:`best_move` keeps one.
+
+    Args:
+      graph: the graph.
+      cluster: the cluster.
+      base: the decisions to start from.
+      groups: group ids, in the order to try them.
+      evaluate: the objective of decisions, lower is better (default: the search
+        objective, :func:`hlo_go.baselines.search.score`, of a simulation).
+      base_value: ``evaluate(base)`` if known (else it is evaluated).
+
+    Returns:
+      ``(decisions, their objective, simulations run)``.
+    """
+    if evaluate is None:
+        evaluate = functools.partial(_objective, graph, cluster)
+    runs = 0
+    if base_value is None:
+        base_value, runs = evaluate(base), 1
+    current, value = base, float(base_value)
+    if cluster.num_devices < 2:
+        return current, value, runs
+    for group in groups:
+        targets = move_targets(graph, np.asarray(current.placement), cluster.num_devices)
+        candidate = moved(current, graph, int(group), int(targets[int(group)]))
+        candidate_value = float(evaluate(candidate))
+        runs += 1
+        if candidate_value < value:
+            current, value = candidate, candidate_value
+    return current, value, runs
+
+
+def _objective(graph: OpGraph, cluster: Cluster, decisions: Decisions) -> float:
+    return score(simulate_batch(graph, cluster, [decisions])[0])

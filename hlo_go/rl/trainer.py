@@ -56,7 +56,7 @@ from hlo_go.rl.config import TrainConfig
 from hlo_go.rl.env import GraphEnv, Scores
 from hlo_go.rl.fusion_sweep import FUSION_THRESHOLDS, check_thresholds, fusion_sweep
 from hlo_go.rl.metrics import MetricsLogger
-from hlo_go.rl.moves import ranked_by_score, single_moves
+from hlo_go.rl.moves import climb_moves, ranked_by_score
 from hlo_go.rl.ppo import PPOBatch, PPOConfig, make_optimizer
 from hlo_go.rl.prior import prior_decisions
 from hlo_go.sim import Cluster, simulate
@@ -602,9 +602,9 @@ def _loaded(checkpoint: str | Path | Checkpoint) -> Checkpoint:
     return checkpoint if isinstance(checkpoint, Checkpoint) else load_checkpoint(checkpoint)
 
 
-DEFAULT_MOVES = 4
-"""Moves :func:`infer` tries by default with a policy that has a move head (each one
-simulation: the greedy decisions with one of the head's top-scored groups moved)."""
+DEFAULT_MOVES = 16
+"""Moves :func:`infer` tries by default with a policy that has a move head: its 16
+top-scored groups, each moved in turn and kept when it pays (one simulation each)."""
 
 
 def policy_moves(
@@ -699,11 +699,11 @@ def infer(
       seed: PRNG seed of those samples.
       temperature: the samples' softmax temperature (below 1: closer to the greedy
         decisions; :meth:`hlo_go.rl.GOAgent.sample`).
-      moves: additionally simulate the greedy decisions with each of the ``moves``
-        colocation groups the move head scores highest moved to another device, one at a
-        time (:mod:`hlo_go.rl.moves`), and keep the best (0: none; > 0 needs a move head;
-        None: :func:`policy_moves`' default, :data:`DEFAULT_MOVES` with a move head).
-        They start from the best of the greedy decisions and their fusion cuts.
+      moves: then move each of the ``moves`` colocation groups the move head scores
+        highest to another device, in turn, keeping each move that pays
+        (:func:`hlo_go.rl.moves.climb_moves`), from the best of the greedy decisions and
+        their fusion cuts (0: none; > 0 needs a move head; None: :func:`policy_moves`'
+        default, :data:`DEFAULT_MOVES` with a move head).
       fusion_thresholds: additionally simulate the greedy decisions with their fusion cut
         from the network's fusion probabilities at each of these thresholds
         (:func:`hlo_go.rl.fusion_sweep.fusion_sweep`), and keep the best (``()``: none;
@@ -731,29 +731,35 @@ def infer(
     if moves > 0 or thresholds:  # greedy, move scores and fusion logits in one pass
         passed = agent.greedy_pass(params, env)
         greedy = env.decisions(passed.actions)[0]
-        greedy_time = float(env.score([greedy]).step_times[0])
     else:
-        greedy, greedy_time = _greedy(agent, params, env)
-    base, base_time = greedy, greedy_time
-    simulations = 1
+        greedy = env.decisions(agent.greedy(params, env))[0]
+
+    def objective(decisions: list[Decisions]) -> np.ndarray:  # lower is better
+        return -env.score(decisions).rewards
+
+    first = env.score([greedy])
+    greedy_time, base_value = float(first.step_times[0]), -float(first.rewards[0])
+    base, simulations = greedy, 1
     if thresholds:  # the best cut of the network's fusion probabilities
         cuts = fusion_sweep(greedy, env.inputs.to_nodes(passed.fusion_logits), thresholds)
         simulations += len(cuts)
         if cuts:
-            times = env.score(cuts).step_times
-            if float(np.min(times)) < base_time:
-                base, base_time = cuts[int(np.argmin(times))], float(np.min(times))
+            values = objective(cuts)
+            if float(values.min()) < base_value:
+                base, base_value = cuts[int(np.argmin(values))], float(values.min())
     if samples > 0:
         actions, _, _ = agent.sample(
             params, env, jax.random.key(seed), samples, temperature=temperature
         )
         env.score(env.decisions(actions))
         simulations += samples
-    if moves > 0:  # the head's top groups moved, from the best of greedy and the cuts
+    if moves > 0:  # climb along the head's ranking, from the best of greedy and the cuts
         groups = ranked_by_score(graph, env.inputs.to_nodes(passed.move_score), moves)
-        candidates = single_moves(graph, base, groups, cluster.num_devices)
-        env.score(candidates)
-        simulations += len(candidates)
+        _, _, runs = climb_moves(
+            graph, cluster, base, groups,
+            evaluate=lambda d: float(objective([d])[0]), base_value=base_value,
+        )  # fmt: skip
+        simulations += runs
     best = env.best if env.best is not None else greedy
     return InferResult(
         best,
