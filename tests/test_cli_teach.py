@@ -68,7 +68,7 @@ def test_imitate_writes_a_checkpoint_infer_takes(tmp_path: Path, capsys) -> None
     assert ckpt.config.policy.hidden_size == 16
     infer = ["infer", str(out), EXAMPLE, "--cluster", "p100x2", "--samples", "2", "-q"]
     assert main([*infer, "--temperature", "0.5", "--no-baselines"]) == 0
-    assert _squeezed("GO zero-shot (greedy + fusion cuts + 2 samples)") in _squeezed(
+    assert _squeezed("GO zero-shot (greedy + cuts + 2 samples)") in _squeezed(
         capsys.readouterr().out
     )
     # No move head: asking for moves fails that input (exit 1) and says why.
@@ -82,16 +82,16 @@ def test_imitate_with_a_move_head_and_infer_with_moves(tmp_path: Path, capsys) -
     assert load_checkpoint(out).config.policy.move_head
     infer = ["infer", str(out), EXAMPLE, "--cluster", "p100x2", "--moves", "3", "-q"]
     assert main([*infer, "--samples", "2", "--no-baselines"]) == 0
-    assert _squeezed("GO zero-shot (greedy + fusion cuts + 2 samples + 3 moves)") in _squeezed(
+    assert _squeezed("GO zero-shot (greedy + cuts + 2 samples + 3 moves)") in _squeezed(
         capsys.readouterr().out
     )
     # eval's GO column: the move head's default moves, or --moves; a policy without a head
     # asked for moves is a bad command line.
     evaluate = ["eval", EXAMPLE, "--cluster", "p100x2", "--baselines", "fuse-all-legal", "-q"]
     assert main([*evaluate, "--policy", str(out), "--format", "json"]) == 0
-    assert "GO zero-shot (greedy + fusion cuts + 16 moves)" in capsys.readouterr().out
+    assert "GO zero-shot (greedy + cuts + 16 moves)" in capsys.readouterr().out
     assert main([*evaluate, "--policy", str(out), "--moves", "1", "--format", "json"]) == 0
-    assert "GO zero-shot (greedy + fusion cuts + 1 move)" in capsys.readouterr().out
+    assert "GO zero-shot (greedy + cuts + 1 move)" in capsys.readouterr().out
     assert main([*evaluate, "--policy", "host-cpu", "--moves", "1"]) == 2  # no move head
     assert "movehead" in _squeezed(capsys.readouterr().err)
 

@@ -242,12 +242,12 @@ def test_imitation_trains_the_move_head_and_infer_decodes_with_it(graph, cluster
         teachers, config, steps=40, graphs=graphs, out_dir=out, learning_rate=3e-3
     )
     assert loss(result.params) < loss(params)
-    zero = infer(out, graph, cluster, moves=0, fusion_thresholds=())
-    found = infer(out, graph, cluster, moves=4, fusion_thresholds=())
+    zero = infer(out, graph, cluster, moves=0, cuts=False)
+    found = infer(out, graph, cluster, moves=4, cuts=False)
     assert found.step_time <= zero.step_time == found.greedy_time
     # By default a policy with a move head tries DEFAULT_MOVES of them.
     assert DEFAULT_MOVES == 16
-    default = infer(out, graph, cluster, fusion_thresholds=())
+    default = infer(out, graph, cluster, cuts=False)
     assert default.step_time <= found.step_time and default.simulations <= 1 + DEFAULT_MOVES
     with pytest.raises(ValueError, match="move head"):
         agent_for(TrainConfig(policy=TINY)).move_scores(result.params, example.env)

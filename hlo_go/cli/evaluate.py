@@ -178,11 +178,11 @@ def _print_problems(console: Console, heading: str, lines: list[str]) -> None:
 
 def _meta(args: argparse.Namespace, checkpoint: Any, note: str, finetune: int, moves: int) -> dict:
     from hlo_go.evaluate.run import policy_label
-    from hlo_go.rl.trainer import policy_fusion_thresholds
+    from hlo_go.rl.trainer import policy_cuts
 
     method = None
     if checkpoint is not None:
-        cuts = bool(policy_fusion_thresholds(checkpoint))
+        cuts = policy_cuts(checkpoint)
         method = policy_label(samples=args.samples, finetune_steps=finetune, moves=moves, cuts=cuts)
     return {
         "cluster": args.cluster.name,

@@ -322,7 +322,7 @@ def cmd_infer(args: argparse.Namespace, console: Console) -> int:
     from hlo_go.evaluate.run import policy_label
     from hlo_go.rl.checkpoint import load_checkpoint
     from hlo_go.rl.compare import MethodTime
-    from hlo_go.rl.trainer import infer, policy_fusion_thresholds, policy_moves
+    from hlo_go.rl.trainer import infer, policy_cuts, policy_moves
 
     cluster = args.cluster
     try:  # read once for every input
@@ -345,9 +345,7 @@ def cmd_infer(args: argparse.Namespace, console: Console) -> int:
             continue
         if args.out:
             _save_decisions(Path(args.out), name, r.decisions)
-        label = policy_label(
-            samples=args.samples, moves=moves, cuts=bool(policy_fusion_thresholds(checkpoint))
-        )
+        label = policy_label(samples=args.samples, moves=moves, cuts=policy_cuts(checkpoint))
         _report(
             console, args, name, graph, cluster, [MethodTime(label, r.step_time, r.oom, r.seconds)]
         )

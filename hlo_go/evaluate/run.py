@@ -208,17 +208,17 @@ def policy_label(
       samples: zero-shot samples besides the greedy decisions.
       finetune_steps: fine-tuning steps (0: zero-shot).
       moves: zero-shot moves of the policy's move head tried besides.
-      cuts: zero-shot fusion cuts tried besides (:mod:`hlo_go.rl.fusion_sweep`).
+      cuts: zero-shot confidence cuts tried besides (:mod:`hlo_go.rl.cuts`).
 
     Returns:
       ``"GO zero-shot"``, or what it tries besides the greedy decisions, e.g. ``"GO
-      zero-shot (greedy + fusion cuts + K samples + M moves)"``; or ``"GO fine-tuned (N
+      zero-shot (greedy + cuts + K samples + M moves)"``; or ``"GO fine-tuned (N
       steps)"``.
     """
     if finetune_steps:
         return f"GO fine-tuned ({finetune_steps} steps)"
     tried = (
-        ["fusion cuts"] * cuts
+        ["cuts"] * cuts
         + [f"{samples} samples"] * bool(samples)
         + [f"{moves} move" + "s" * (moves != 1)] * bool(moves)
     )
@@ -646,7 +646,7 @@ def evaluate(
       ValueError: ``finetune_steps`` outside 0..50, fine-tuning without a policy, or
         moves for a policy without a move head.
     """
-    from hlo_go.rl.trainer import MAX_FINETUNE_STEPS, policy_fusion_thresholds, policy_moves
+    from hlo_go.rl.trainer import MAX_FINETUNE_STEPS, policy_cuts, policy_moves
     from hlo_go.sources import load_cluster
 
     target = load_cluster(cluster) if isinstance(cluster, str) else cluster
@@ -663,7 +663,7 @@ def evaluate(
         moves, cuts = 0, False
     else:
         moves = policy_moves(policy, moves, num_devices=target.num_devices)
-        cuts = bool(policy_fusion_thresholds(policy))
+        cuts = policy_cuts(policy)
     inputs = expand_sources(sources)
     rows: list[EvalRow] = []
     with (

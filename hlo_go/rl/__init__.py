@@ -8,11 +8,11 @@ Public names::
                                                             pretrain with W data-parallel workers
                                                             (jax.distributed processes, or emulated)
     finetune(checkpoint, graph, cluster, *, steps<=50, out_dir)
-    infer(checkpoint, graph, cluster) -> InferResult        zero-shot (greedy, + fusion cuts,
-                                                            + samples, + moves)
+    infer(checkpoint, graph, cluster) -> InferResult        zero-shot (greedy, + confidence cuts,
+                                                            + samples, + a climb of moves)
     policy_moves, DEFAULT_MOVES                             the moves a zero-shot decode tries
-    policy_fusion_thresholds, FUSION_THRESHOLDS, fusion_sweep
-                                                            the fusion cuts it tries (hlo_go.rl.fusion_sweep)
+    policy_cuts, placement_cuts, fusion_cuts                the cuts it tries (hlo_go.rl.cuts)
+    PLACEMENT_THRESHOLDS, FUSION_THRESHOLDS
     policy_decisions(checkpoint, name, graph, cluster)     zero-shot or fine-tuned decisions
     TeacherJob, Teacher, run_teacher, make_teachers(jobs, *, store, workers)
                                                             search teachers per (graph, cluster),
@@ -40,8 +40,8 @@ Module by concept: :mod:`~hlo_go.rl.ppo` (generic PPO), :mod:`~hlo_go.rl.reward`
 policy sampling and updates), :mod:`~hlo_go.rl.config`, :mod:`~hlo_go.rl.checkpoint`,
 :mod:`~hlo_go.rl.metrics`, :mod:`~hlo_go.rl.trainer`, :mod:`~hlo_go.rl.teachers`,
 :mod:`~hlo_go.rl.imitation` (teachers, then imitation, before PPO), :mod:`~hlo_go.rl.moves`
-(single moves the move head is trained on and decodes with), :mod:`~hlo_go.rl.fusion_sweep`
-(the network's fusion probabilities cut at several thresholds), :mod:`~hlo_go.rl.distributed`
+(single moves the move head is trained on and decodes with), :mod:`~hlo_go.rl.cuts`
+(the network's placement and fusion probabilities cut at several confidence levels), :mod:`~hlo_go.rl.distributed`
 (data-parallel pre-training, ``jax.distributed``), :mod:`~hlo_go.rl.compare`
 (tables against baselines), :mod:`~hlo_go.cli.train` (``hlo-go train / finetune / infer``).
 """
@@ -54,9 +54,9 @@ from hlo_go.rl.checkpoint import (
     save_checkpoint,
 )
 from hlo_go.rl.config import TrainConfig
+from hlo_go.rl.cuts import FUSION_THRESHOLDS, PLACEMENT_THRESHOLDS, fusion_cuts, placement_cuts
 from hlo_go.rl.distributed import data_parallel_pretrain
 from hlo_go.rl.env import GraphEnv, Scores, check_tasks
-from hlo_go.rl.fusion_sweep import FUSION_THRESHOLDS, fusion_sweep
 from hlo_go.rl.imitation import (
     ImitationResult,
     Imitator,
@@ -112,8 +112,8 @@ from hlo_go.rl.trainer import (
     agent_for,
     finetune,
     infer,
+    policy_cuts,
     policy_decisions,
-    policy_fusion_thresholds,
     policy_moves,
     pretrain,
     train_one,
@@ -124,6 +124,7 @@ __all__ = [
     "FUSION_THRESHOLDS",
     "MAX_FINETUNE_STEPS",
     "METRIC_COLUMNS",
+    "PLACEMENT_THRESHOLDS",
     "STORE_VERSION",
     "Checkpoint",
     "CheckpointMismatchError",
@@ -158,7 +159,7 @@ __all__ = [
     "data_parallel_pretrain",
     "entropy_bonus",
     "finetune",
-    "fusion_sweep",
+    "fusion_cuts",
     "imitation_loss",
     "infer",
     "label_moves",
@@ -173,8 +174,9 @@ __all__ = [
     "minibatch_epochs",
     "move_loss",
     "normalize_advantages",
+    "placement_cuts",
+    "policy_cuts",
     "policy_decisions",
-    "policy_fusion_thresholds",
     "policy_moves",
     "ppo_apply",
     "ppo_grads",

@@ -69,13 +69,15 @@ class GreedyPass(NamedTuple):
       actions: task -> ``int32[1, P]`` the most likely actions (fixed tasks replaced).
       move_score: ``float32[P]`` the move head's score of each position's colocation group
         (:attr:`hlo_go.gonet.network.SharedPass.move_score`); None without a move head.
+      placement_logits: ``float32[P, D_max]`` the placement task's logits
+        (:mod:`hlo_go.rl.cuts`); None when placement is not learned.
       fusion_logits: ``float32[P, B]`` the fusion task's logits under the greedy
-        placement and schedule (:mod:`hlo_go.rl.fusion_sweep`); None when fusion is not
-        learned.
+        placement and schedule (:mod:`hlo_go.rl.cuts`); None when fusion is not learned.
     """
 
     actions: dict[str, np.ndarray]
     move_score: np.ndarray | None
+    placement_logits: np.ndarray | None
     fusion_logits: np.ndarray | None
 
 
@@ -172,7 +174,7 @@ class GOAgent:
     def _greedy_pass_fn(self, params: Params, graphs: Any, devices: jax.Array):
         shared = self._shared(params, graphs, devices)
         out = self._decide(params, shared, graphs, devices)
-        return out.actions, shared.move_score, out.logits["fusion"]
+        return out.actions, shared.move_score, out.logits["placement"], out.logits["fusion"]
 
     def _score_fn(self, params: Params, graphs: Any, devices: jax.Array, actions: Any):
         return self._scores(params, graphs, devices, actions)
@@ -276,14 +278,15 @@ class GOAgent:
         }
 
     def greedy_pass(self, params: Params, env: GraphEnv) -> GreedyPass:
-        """:meth:`greedy`'s actions, the move head's scores and the fusion logits, from
-        one pass of the network (:class:`GreedyPass`)."""
-        actions, scores, fusion = jax.device_get(
+        """:meth:`greedy`'s actions, the move head's scores and the placement and fusion
+        logits, from one pass of the network (:class:`GreedyPass`)."""
+        actions, scores, placement, fusion = jax.device_get(
             self._greedy_pass_jit(params, env.inputs.graphs, self._devices(env))
         )
         return GreedyPass(
             self._with_fixed(actions, env),
             None if scores is None else np.asarray(scores),
+            np.asarray(placement) if "placement" in self.tasks else None,
             np.asarray(fusion) if "fusion" in self.tasks else None,
         )
 

@@ -53,8 +53,8 @@ from hlo_go.rl.checkpoint import (
     save_checkpoint,
 )
 from hlo_go.rl.config import TrainConfig
+from hlo_go.rl.cuts import fusion_cuts, placement_cuts
 from hlo_go.rl.env import GraphEnv, Scores
-from hlo_go.rl.fusion_sweep import FUSION_THRESHOLDS, check_thresholds, fusion_sweep
 from hlo_go.rl.metrics import MetricsLogger
 from hlo_go.rl.moves import climb_moves, ranked_by_score
 from hlo_go.rl.ppo import PPOBatch, PPOConfig, make_optimizer
@@ -633,38 +633,25 @@ def policy_moves(
     return int(moves) if num_devices is None or num_devices > 1 else 0
 
 
-def policy_fusion_thresholds(
-    checkpoint: str | Path | Checkpoint, thresholds: Sequence[float] | None = None
-) -> tuple[float, ...]:
-    """The fusion cuts a zero-shot decode of ``checkpoint`` tries: ``thresholds`` if given,
-    else :data:`~hlo_go.rl.fusion_sweep.FUSION_THRESHOLDS` for a policy that learns fusion
-    and none for one that does not.
-
-    Raises:
-      ValueError: a threshold outside ``(0, 1]``, or thresholds for a policy that does not
-        learn fusion.
-    """
-    learns = "fusion" in _loaded(checkpoint).config.tasks
-    if thresholds is None:
-        return FUSION_THRESHOLDS if learns else ()
-    thresholds = check_thresholds(thresholds)
-    if thresholds and not learns:
-        raise ValueError("fusion thresholds need a policy that learns fusion")
-    return thresholds
+def policy_cuts(checkpoint: str | Path | Checkpoint, cuts: bool = True) -> bool:
+    """Whether a zero-shot decode of ``checkpoint`` tries confidence cuts
+    (:mod:`hlo_go.rl.cuts`): ``cuts``, for a policy that learns placement or fusion."""
+    tasks = _loaded(checkpoint).config.tasks
+    return bool(cuts) and ("placement" in tasks or "fusion" in tasks)
 
 
 class InferResult(NamedTuple):
     """Zero-shot decisions for one graph.
 
     Attributes:
-      decisions: the greedy decisions, or the best of the fusion cuts, samples and moves
+      decisions: the greedy decisions, or the best of the cuts, samples and moves
         if better.
       step_time: their simulated step time, seconds.
       oom: whether they run out of memory.
       greedy_time: step time of the greedy decisions alone.
       reference_time: one device, FIFO, no fusion.
       seconds: wall-clock seconds of inference (policy calls and simulation).
-      simulations: decision sets simulated (greedy, fusion cuts, samples, moves): the
+      simulations: decision sets simulated (greedy, cuts, samples, moves): the
         budget a search compared at equal evaluations gets.
     """
 
@@ -686,7 +673,7 @@ def infer(
     seed: int = 0,
     temperature: float = 1.0,
     moves: int | None = None,
-    fusion_thresholds: Sequence[float] | None = None,
+    cuts: bool = True,
 ) -> InferResult:
     """Zero-shot: a checkpoint's policy decides for a graph, without any training.
 
@@ -702,12 +689,12 @@ def infer(
       moves: then move each of the ``moves`` colocation groups the move head scores
         highest to another device, in turn, keeping each move that pays
         (:func:`hlo_go.rl.moves.climb_moves`), from the best of the greedy decisions and
-        their fusion cuts (0: none; > 0 needs a move head; None: :func:`policy_moves`'
+        their cuts (0: none; > 0 needs a move head; None: :func:`policy_moves`'
         default, :data:`DEFAULT_MOVES` with a move head).
-      fusion_thresholds: additionally simulate the greedy decisions with their fusion cut
-        from the network's fusion probabilities at each of these thresholds
-        (:func:`hlo_go.rl.fusion_sweep.fusion_sweep`), and keep the best (``()``: none;
-        None: :func:`policy_fusion_thresholds`' default).
+      cuts: first try the network's confidence cuts (:mod:`hlo_go.rl.cuts`): its placement
+        with the groups it is unsure of on the main device, at each of
+        :data:`~hlo_go.rl.cuts.PLACEMENT_THRESHOLDS`, the best of those; then its fusion
+        cut at each of :data:`~hlo_go.rl.cuts.FUSION_THRESHOLDS`; the best kept.
 
     Returns:
       The :class:`InferResult`.
@@ -715,8 +702,7 @@ def infer(
     Raises:
       CheckpointMismatchError: a cluster with more devices than the checkpoint places on,
         parameters that do not fit the network (another vocabulary or config).
-      ValueError: ``moves`` with a policy that has no move head, a threshold outside
-        ``(0, 1]``, or thresholds for a policy that does not learn fusion.
+      ValueError: ``moves`` with a policy that has no move head.
     """
     began = time.perf_counter()
     ckpt = _loaded(checkpoint)
@@ -727,8 +713,8 @@ def infer(
     template = agent.policy.param_shapes(env.inputs, config.max_devices)
     params = restore_params(template, ckpt.params)
     moves = policy_moves(ckpt, moves, num_devices=cluster.num_devices)
-    thresholds = policy_fusion_thresholds(ckpt, fusion_thresholds)
-    if moves > 0 or thresholds:  # greedy, move scores and fusion logits in one pass
+    cuts = policy_cuts(ckpt, cuts)
+    if moves > 0 or cuts:  # greedy, move scores and logits in one pass
         passed = agent.greedy_pass(params, env)
         greedy = env.decisions(passed.actions)[0]
     else:
@@ -740,13 +726,15 @@ def infer(
     first = env.score([greedy])
     greedy_time, base_value = float(first.step_times[0]), -float(first.rewards[0])
     base, simulations = greedy, 1
-    if thresholds:  # the best cut of the network's fusion probabilities
-        cuts = fusion_sweep(greedy, env.inputs.to_nodes(passed.fusion_logits), thresholds)
-        simulations += len(cuts)
-        if cuts:
-            values = objective(cuts)
-            if float(values.min()) < base_value:
-                base, base_value = cuts[int(np.argmin(values))], float(values.min())
+    if cuts and passed.placement_logits is not None:  # the best placement cut...
+        logits = env.inputs.to_nodes(passed.placement_logits)
+        candidates = placement_cuts(base, graph, logits, cluster.num_devices)
+        base, base_value = _best_of(base, base_value, candidates, objective)
+        simulations += len(candidates)
+    if cuts and passed.fusion_logits is not None:  # ...then the best fusion cut of it
+        candidates = fusion_cuts(base, env.inputs.to_nodes(passed.fusion_logits))
+        base, base_value = _best_of(base, base_value, candidates, objective)
+        simulations += len(candidates)
     if samples > 0:
         actions, _, _ = agent.sample(
             params, env, jax.random.key(seed), samples, temperature=temperature
@@ -769,6 +757,23 @@ def infer(
         env.reference_time,
         time.perf_counter() - began,
         simulations,
+    )
+
+
+def _best_of(
+    base: Decisions,
+    base_value: float,
+    candidates: list[Decisions],
+    objective: Callable[[list[Decisions]], np.ndarray],
+) -> tuple[Decisions, float]:
+    """The best of ``base`` and ``candidates`` by ``objective`` (lower is better; the base on
+    ties), and its value."""
+    if not candidates:
+        return base, base_value
+    values = objective(candidates)
+    best = int(np.argmin(values))
+    return (
+        (candidates[best], float(values[best])) if values[best] < base_value else (base, base_value)
     )
 
 
