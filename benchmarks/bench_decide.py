@@ -2,8 +2,9 @@
 
 Issue 43's zero-shot is the greedy decode plus 16 samples, each scored by the simulator,
 in at most 2 s a graph up to 60,000 nodes. This times exactly that call,
-:func:`hlo_go.rl.infer` (``samples=16``; the shipped policy has a move head, so its
-default :data:`hlo_go.rl.DEFAULT_MOVES` moves are tried too) of the shipped ``v100x4``
+:func:`hlo_go.rl.infer` (``samples=16``; the policy's confidence cuts and, as the shipped
+policy has a move head, a climb of its default :data:`hlo_go.rl.DEFAULT_MOVES` moves are
+tried too) of the shipped ``v100x4``
 policy (all three tasks, 4 devices), on every corpus graph, smallest first, in one process
 as ``hlo-go eval`` runs them:
 
@@ -15,8 +16,9 @@ as ``hlo-go eval`` runs them:
   (with the move head's scores), the 16 samples, and the simulator's evaluations (one
   profiled call's shares of ``warm_s``).
 * ``moves_first_s`` / ``moves_warm_s``: the same for the policy's default decode,
-  ``infer`` without samples: greedy + its move head's top moves (what ``hlo-go eval``
-  runs).
+  ``infer`` without samples: greedy, its cuts, a climb of its move head's top moves (what
+  ``hlo-go eval`` runs); ``moves_simulations`` its simulations, ``moves_vs_greedy`` its
+  simulated speedup over the greedy decisions.
 
 Wall clock, not pinned: the policy uses XLA:CPU's thread pool, as a user's process would.
 ``--quick`` takes the 4 smallest graphs.
@@ -84,7 +86,9 @@ def run(*, quick: bool = False) -> dict[str, Any]:
     agent = agent_for(policy.config)  # the agent infer uses (one per configuration)
 
     def executables() -> int:  # the policy's compiled decode and sampling executables
-        return sum(f._cache_size() for f in (agent._greedy_jit, agent._sample_jit, agent._move_jit))
+        return sum(
+            f._cache_size() for f in (agent._greedy_jit, agent._sample_jit, agent._greedy_pass_jit)
+        )
 
     rows: list[dict[str, Any]] = []
     for k, name in enumerate(names):
@@ -99,8 +103,10 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         infer(policy, graph, cluster, samples=SAMPLES)
         profile.disable()
         warm_s = statistics.median(warm)
-        # The default decode: greedy + the head's moves.
-        moves_first_s, moves_warm, _ = _timed(functools.partial(infer, policy, graph, cluster))
+        # The default decode: greedy, cuts, the head's moves.
+        moves_first_s, moves_warm, decoded = _timed(
+            functools.partial(infer, policy, graph, cluster)
+        )
         row = {
             "graph": name,
             "nodes": graph.num_nodes,
@@ -112,6 +118,8 @@ def run(*, quick: bool = False) -> dict[str, Any]:
             "warm_runs_s": [round(t, 3) for t in warm],
             "moves_first_s": round(moves_first_s, 3),
             "moves_warm_s": round(statistics.median(moves_warm), 3),
+            "moves_simulations": decoded.simulations,
+            "moves_vs_greedy": round(decoded.greedy_time / decoded.step_time, 4),
         }
         rows.append(row)
         _console.log(

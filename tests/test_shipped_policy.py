@@ -1,6 +1,7 @@
 """The shipped v100x4 GO policy on a family it was never trained on (issue 43): its own
-zero-shot decisions (greedy, then its move head's top moves, no heuristic input) differ
-from every standard heuristic's and are faster in simulation than each of them."""
+zero-shot decisions (greedy, its confidence cuts, a climb along its move head's ranking;
+no heuristic input) differ from every standard heuristic's and are faster in simulation
+than each of them."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def test_the_shipped_policy_never_saw_the_held_out_family(policy):
 def test_on_a_held_out_graph_it_beats_every_heuristic(policy, name):
     graph = build_graph(corpus.load(name, "prefusion"))
     cluster = get_cluster("v100x4")
-    found = infer(policy, graph, cluster)  # greedy + DEFAULT_MOVES moves
+    found = infer(policy, graph, cluster)  # greedy, cuts, a climb of DEFAULT_MOVES moves
     assert DEFAULT_MOVES > 0 and not found.oom
     names = heuristic_names()
     decided: list = []
