@@ -163,8 +163,8 @@ def add_moves(parser: argparse.ArgumentParser) -> None:
         "--moves",
         type=bounded(int, low=0),
         metavar="M",
-        help="zero-shot: also try the M moves the policy's move head scores highest "
-        "(default: 4 for a policy with a move head, else 0)",
+        help="zero-shot: then move the M groups the policy's move head scores highest, in "
+        "turn, keeping each move that pays (default: 16 for a policy with a move head, else 0)",
     )
 
 
