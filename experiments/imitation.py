@@ -9,6 +9,8 @@ For each held-out family:
    heuristic, on the training graphs (the ``--per-family`` smallest graphs of every other
    family with at most ``--max-nodes`` nodes, variants included) and on the held-out
    family's base graphs (there only as the reference SA result). Stored and resumable.
+   ``--train-clusters A B``: training teachers on each of those clusters, one network for
+   all of them (cluster features are inputs); held-out graphs are judged on ``--cluster``.
 2. **Imitation** (:func:`hlo_go.rl.imitation.train_imitation`): ``--steps`` Adam steps of
    cross-entropy on the training teachers' decisions, **no heuristic prior input**;
    ``--changed-share S`` gives the decisions a teacher changed from the heuristic a share
@@ -136,12 +138,16 @@ def run_fold(family: str, args: Any, store: Path) -> dict[str, Any]:
             raise SystemExit(f"error: {reused} not found (--keep DIR writes it)")
         ckpt = load_checkpoint(reused)
         _check_held_out(ckpt, family, reused)
+    pairs = [(g, args.cluster) for g in test]
+    if reused is None:
+        pairs += [(g, c) for c in args.train_clusters or [args.cluster] for g in train]
     jobs = [
-        TeacherJob(g, args.cluster, evaluations=args.evaluations, seed=args.seed)
-        for g in (test if reused else (*train, *test))
+        TeacherJob(g, c, evaluations=args.evaluations, seed=args.seed)
+        for g, c in dict.fromkeys(pairs)
     ]
     teachers = make_teachers(jobs, store=store, workers=args.workers, progress=True)
-    by_graph = {t.job.graph: t for t in teachers}
+    by_pair = {(t.job.graph, t.job.cluster): t for t in teachers}
+    by_graph = {g: by_pair[g, args.cluster] for g in test}
     config = TrainConfig(
         seed=args.seed, progress=False, checkpoint_every=0,
         policy=PolicyConfig(move_head=args.move_head),
@@ -157,7 +163,7 @@ def run_fold(family: str, args: Any, store: Path) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="hlo-go-imitation-") as work:
         if reused is None:
             result = train_imitation(
-                [by_graph[g] for g in train],
+                [by_pair[p] for p in pairs if p[0] in train],
                 config,
                 steps=args.steps,
                 seed=args.seed,
@@ -288,7 +294,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     began = time.perf_counter()
     p = C.parser(__doc__.splitlines()[0])
     p.add_argument("--held-out", nargs="+", default=list(FAMILIES), choices=FAMILIES)
-    p.add_argument("--cluster", default=CLUSTER)
+    p.add_argument("--cluster", default=CLUSTER, help="the cluster held-out graphs are judged on")
+    p.add_argument(
+        "--train-clusters",
+        nargs="+",
+        help="clusters of the training teachers (default: --cluster); one network for all",
+    )
     p.add_argument("--evaluations", type=int, default=EVALUATIONS, help="SA budget per teacher")
     p.add_argument("--steps", type=int, default=STEPS, help="imitation steps per fold")
     p.add_argument("--samples", type=int, default=SAMPLES, help="zero-shot samples")

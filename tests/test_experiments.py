@@ -87,7 +87,10 @@ def test_imitation_quick(tmp_path: Path):
     store = tmp_path / "teachers"
     keep = tmp_path / "keep"
     flags = ["--quick", "--store", str(store), "--move-head", "--moves", "1"]
-    imitation.main([*flags, "--out", str(tmp_path), "--keep", str(keep)])
+    imitation.main(
+        [*flags, "--out", str(tmp_path), "--keep", str(keep), "--train-clusters", "v100x4",
+         "p100x2"]
+    )  # fmt: skip
     data = _outputs(tmp_path, "imitation")
     fold = data["folds"][0]
     assert fold["family"] == "gnmt" and fold["imitation_steps"] == imitation.QUICK["steps"]
@@ -120,7 +123,11 @@ def test_imitation_quick(tmp_path: Path):
     (keep / "rnnlm.msgpack").write_bytes((keep / "gnmt.msgpack").read_bytes())
     with pytest.raises(SystemExit, match="trained on rnnlm graphs"):
         imitation.main([*flags, "--held-out", "rnnlm", "--checkpoints", str(keep)])
-    # one stored teacher per (graph, cluster): the training graphs and the held-out ones
-    assert len(list(store.glob("teacher-*.npz"))) == len(fold["training_graphs"]) + len(
+    # one stored teacher per (graph, cluster): the training graphs on both training
+    # clusters and the held-out ones; one network for both clusters
+    assert len(list(store.glob("teacher-*.npz"))) == 2 * len(fold["training_graphs"]) + len(
         data["rows"]
     )
+    from hlo_go.rl import load_checkpoint
+
+    assert sorted(load_checkpoint(keep / "gnmt.msgpack").meta["clusters"]) == ["p100x2", "v100x4"]
