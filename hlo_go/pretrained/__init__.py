@@ -7,8 +7,8 @@ Each shipped policy is a small checkpoint (parameters only, no optimizer state):
   imitation (:func:`hlo_go.rl.train_imitation`) of simulated-annealing teachers on 124
   corpus graphs (base and variants up to 6,000 nodes) of 6 families, **gpt2 held out** so
   that its transfer to a family it never saw stays testable
-  (``tests/test_shipped_policy.py``); zero-shot it decides greedily and tries its move
-  head's top moves (:func:`hlo_go.rl.infer`).
+  (``tests/test_shipped_policy.py``); zero-shot it decides greedily, tries confidence cuts
+  of its probabilities and climbs along its move head's ranking (:func:`hlo_go.rl.infer`).
 * ``"host-cpu"``: fusion and scheduling on ``host-cpu-1`` (one core of this kind of
   host), from :func:`hlo_go.rl.pretrain`; what :func:`hlo_go.jit` uses to decide what it
   lowers into XLA:CPU.
