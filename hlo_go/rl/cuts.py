@@ -1,9 +1,9 @@
 """Confidence cuts: the policy's own probabilities, cut at several levels instead of one.
 
-The greedy decode takes every decision the network is most sure of, however unsure it
-is. On a family it never saw, a few of those decisions are close calls that cost a lot:
-groups placed off the main device with a probability barely above the other devices', a
-few dozen nodes left unfused with ``P(no fuse)`` just above one half. A cut keeps the
+The greedy decode takes each decision's most likely choice, however unsure the network is
+of it. On a family it never saw, some of those choices are close calls that can cost a lot
+(``docs/rl.md``): groups placed off the main device with a probability barely above the
+other devices', nodes left unfused with ``P(no fuse)`` just above one half. A cut keeps the
 network's ranking of its decisions by confidence and tries a few cut points:
 
 - :func:`placement_cuts`: for each threshold ``τ``, every colocation group whose greedy

@@ -1,9 +1,8 @@
 """Single moves: one colocation group placed on another device, scored by the simulator.
 
-On the simulated GPU clusters most of what a long search finds over the best heuristic
-is a few such moves (``docs/rl.md``: on gpt2 one dot placed beside the backward pass is
-the whole 1.07-1.17×). This module is what the policy's move head
-(``PolicyConfig(move_head=True)``) is trained on and decodes with:
+On the simulated GPU clusters much of what a long search finds over the best heuristic
+is a few such moves (``docs/rl.md`` has the figures). This module is what the policy's
+move head (``PolicyConfig(move_head=True)``) is trained on and decodes with:
 
 - :func:`move_targets`: where a group goes when moved: the other device with the least
   work (flops) under the base decisions.
