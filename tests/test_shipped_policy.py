@@ -1,4 +1,5 @@
-"""The shipped v100x4 GO policy on a family it was never trained on (issue 43): its own
+"""The shipped GPU GO policy (``v100x4`` and ``h100x8``, one network) on a family it was
+never trained on (issue 43): on each of its clusters, its own
 zero-shot decisions (greedy, its confidence cuts, a climb along its move head's ranking;
 no heuristic input) differ from every standard heuristic's and are faster in simulation
 than each of them."""
@@ -10,6 +11,7 @@ import pytest
 
 from hlo_go import corpus, load_policy
 from hlo_go.graph import build_graph
+from hlo_go.pretrained import policy_path
 from hlo_go.rl import DEFAULT_MOVES, infer
 from hlo_go.rl.compare import heuristic_names, run_baselines
 from hlo_go.sim import get_cluster
@@ -24,15 +26,20 @@ def policy():
 
 def test_the_shipped_policy_never_saw_the_held_out_family(policy):
     assert policy.config.policy.move_head
-    assert policy.meta["kind"] == "imitation" and policy.meta["clusters"] == ["v100x4"]
+    assert policy.meta["kind"] == "imitation"
+    assert sorted(policy.meta["clusters"]) == ["h100x8", "v100x4"]
+    assert policy_path("h100x8") == policy_path("v100x4")  # one network for both
     families = {corpus.family(label.split("@")[0]) for label in policy.meta["graphs"]}
     assert HELD_OUT not in families and len(families) >= 6
 
 
-@pytest.mark.parametrize("name", ["gpt2_l2", "gpt2_l4"])
-def test_on_a_held_out_graph_it_beats_every_heuristic(policy, name):
+@pytest.mark.parametrize(
+    ("name", "cluster_name"),
+    [("gpt2_l2", "v100x4"), ("gpt2_l4", "v100x4"), ("gpt2_l2", "h100x8")],
+)
+def test_on_a_held_out_graph_it_beats_every_heuristic(policy, name, cluster_name):
     graph = build_graph(corpus.load(name, "prefusion"))
-    cluster = get_cluster("v100x4")
+    cluster = get_cluster(cluster_name)
     found = infer(policy, graph, cluster)  # greedy, cuts, a climb of DEFAULT_MOVES moves
     assert DEFAULT_MOVES > 0 and not found.oom
     names = heuristic_names()

@@ -2,11 +2,12 @@
 
 Each shipped policy is a small checkpoint (parameters only, no optimizer state):
 
-* ``"v100x4"`` (also ``"default"``): placement, scheduling and fusion on the ``v100x4``
-  preset, with a move head; what ``hlo-go eval`` uses unless told otherwise. Trained by
-  imitation (:func:`hlo_go.rl.train_imitation`) of simulated-annealing teachers on 124
-  corpus graphs (base and variants up to 6,000 nodes) of 6 families, **gpt2 held out** so
-  that its transfer to a family it never saw stays testable
+* ``"v100x4"`` (also ``"default"``) and ``"h100x8"``, one policy: placement, scheduling
+  and fusion on GPU presets of up to 8 devices, with a move head; what ``hlo-go eval``
+  uses unless told otherwise. Trained by imitation (:func:`hlo_go.rl.train_imitation`) of
+  simulated-annealing teachers on ``v100x4`` and ``h100x8`` (cluster features are inputs),
+  124 corpus graphs each (base and variants up to 6,000 nodes) of 6 families, **gpt2 held
+  out** so that its transfer to a family it never saw stays testable
   (``tests/test_shipped_policy.py``); zero-shot it decides greedily, tries confidence cuts
   of its probabilities and climbs along its move head's ranking (:func:`hlo_go.rl.infer`).
 * ``"host-cpu"``: fusion and scheduling on ``host-cpu-1`` (one core of this kind of
@@ -29,7 +30,8 @@ from hlo_go.rl.checkpoint import Checkpoint, checkpoint_path, load_checkpoint
 
 # Shipped policy name -> file beside this module.
 SHIPPED: dict[str, str] = {
-    "v100x4": "go_v100x4.msgpack",
+    "v100x4": "go_gpu.msgpack",
+    "h100x8": "go_gpu.msgpack",
     "host-cpu": "go_host_cpu.msgpack",
 }
 # The name "default" stands for this shipped policy.

@@ -6,10 +6,12 @@
 
 The shipped policies were trained on this host (2 cores) with::
 
-    # v100x4: imitation with a move head, gpt2 held out (the gpt2 fold of
-    # experiments/imitation.py; needs the corpus variants: python -m hlo_go.corpus_build --variants)
-    python experiments/imitation.py --held-out gpt2 --steps 4000 --finetune-steps 0 \\
-        --workers 2 --per-family 30 --max-nodes 6000 --move-head --keep runs/folds
+    # v100x4 and h100x8 (one file): imitation with a move head of teachers on both
+    # clusters, gpt2 held out (the gpt2 fold of experiments/imitation.py; needs the corpus
+    # variants: python -m hlo_go.corpus_build --variants)
+    python experiments/imitation.py --held-out gpt2 --cluster h100x8 \\
+        --train-clusters v100x4 h100x8 --steps 4000 --finetune-steps 0 --workers 2 \\
+        --per-family 30 --max-nodes 6000 --move-head --keep runs/folds
     python -m hlo_go.pretrained.ship runs/folds/gpt2.msgpack v100x4
 
     # host-cpu: PPO pre-training around a heuristic prior
@@ -49,7 +51,8 @@ def ship(run: str | Path, name: str, *, out_dir: str | Path | None = None) -> Pa
         raise KeyError(f"unknown shipped policy {name!r}; known: {', '.join(SHIPPED)}")
     ckpt = load_checkpoint(run)
     target = Path(out_dir or Path(__file__).parent) / SHIPPED[name]
-    meta = {**ckpt.meta, "shipped_as": name, "trained_steps": ckpt.step}
+    names = [n for n, file in SHIPPED.items() if file == SHIPPED[name]]  # one file, its names
+    meta = {**ckpt.meta, "shipped_as": names, "trained_steps": ckpt.step}
     return save_checkpoint(
         target,
         params=ckpt.params,
