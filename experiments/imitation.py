@@ -30,8 +30,10 @@ For each held-out family:
    simulated annealing from the best heuristic for as long as the network's warm default
    decode (greedy, cuts, :data:`hlo_go.rl.DEFAULT_MOVES` moves) took (equal wall-clock).
 4. **Fine-tuned** (:func:`hlo_go.rl.finetune`): ``--finetune-steps`` (at most 50) PPO steps
-   from the imitation checkpoint on each held-out graph; the best decisions seen and the
-   final greedy ones.
+   from the imitation checkpoint on each held-out graph; the best decisions its samples
+   found, the final greedy ones, the fine-tuned network's own decode, and the outcome: the
+   best of those and the zero-shot decode; against SA from the best heuristic with as
+   many evaluations (PPO's samples and both decodes' simulations) and for as long.
 
 Columns: simulated step times ÷ the best heuristic's (``> 1`` is faster than it), and the
 fraction of SA's gain over the best heuristic that zero-shot captures.
@@ -118,7 +120,7 @@ def run_fold(family: str, args: Any, store: Path) -> dict[str, Any]:
     """Teachers, imitation without the family, zero-shot on its graphs."""
     from hlo_go.baselines.search import run_search, search_tasks_for
     from hlo_go.gonet import PolicyConfig
-    from hlo_go.rl import DEFAULT_MOVES, TrainConfig, finetune, infer, load_checkpoint
+    from hlo_go.rl import DEFAULT_MOVES, TrainConfig, infer, load_checkpoint
     from hlo_go.rl.imitation import train_imitation
     from hlo_go.rl.moves import climb_moves, largest_groups
     from hlo_go.rl.prior import BEST, prior_decisions
@@ -253,21 +255,66 @@ def run_fold(family: str, args: Any, store: Path) -> dict[str, Any]:
                     base / cooler.step_time
                 )
             if args.finetune_steps:
-                began = time.perf_counter()
-                tuned = finetune(
-                    ckpt, (name, graphs[name]), cluster, steps=args.finetune_steps,
-                    out_dir=Path(work) / f"finetune-{name}",
-                ).graphs[name]  # fmt: skip
-                row |= {
-                    "fine-tuned best vs best heuristic": base / tuned.best_time,
-                    "fine-tuned greedy vs best heuristic": base / tuned.greedy_time,
-                    "finetune_s": time.perf_counter() - began,
-                }
+                row |= _finetuned(ckpt, name, graph, cluster, args, Path(work), base, gain)
             rows.append(row)
         if args.keep and reused is None:
             args.keep.mkdir(parents=True, exist_ok=True)
             shutil.copy(Path(work) / "checkpoint.msgpack", args.keep / f"{family}.msgpack")
     return {"family": family, "training_graphs": train, **record, "rows": rows}
+
+
+def _finetuned(
+    ckpt: Any,
+    name: str,
+    graph: Any,
+    cluster: Any,
+    args: Any,
+    work: Path,
+    base: float,
+    gain: float,
+) -> dict[str, Any]:
+    """Fine-tuning's columns for one held-out graph: PPO from the network for
+    ``--finetune-steps`` steps (the best decisions its samples found, its final greedy
+    ones), the fine-tuned network's own decode (greedy, cuts, moves), and the best of those
+    and the zero-shot decode (the fine-tuning outcome); against SA from the best heuristic
+    with as many evaluations as PPO sampled, and for as long as the whole took."""
+    from hlo_go.baselines.search import run_search, search_tasks_for
+    from hlo_go.rl import finetune, infer
+    from hlo_go.rl.prior import BEST, prior_decisions
+    from hlo_go.sim import simulate
+
+    began = time.perf_counter()
+    zero = infer(ckpt, graph, cluster)
+    out = work / f"finetune-{name}"
+    tuned = finetune(ckpt, (name, graph), cluster, steps=args.finetune_steps, out_dir=out)
+    tuned = tuned.graphs[name]
+    decoded = infer(out, graph, cluster)
+    seconds = time.perf_counter() - began
+    outcome = min(zero.step_time, tuned.best_time, decoded.step_time)
+    _, start = prior_decisions(graph, cluster, BEST)
+    start = start.validate(graph, cluster.num_devices)
+    sampled = args.finetune_steps * ckpt.config.samples
+
+    def sa_time(**budget: Any) -> float:
+        found = run_search(
+            graph, cluster, "simulated-annealing", seed=args.seed, start=[start],
+            tasks=search_tasks_for(cluster), fixed=start, **budget,
+        ).best  # fmt: skip
+        return min(base, float(simulate(graph, cluster, found).step_time))
+
+    return {
+        "fine-tuned best vs best heuristic": base / tuned.best_time,
+        "fine-tuned greedy vs best heuristic": base / tuned.greedy_time,
+        "fine-tuned decode vs best heuristic": base / decoded.step_time,
+        "fine-tuned vs best heuristic": base / outcome,
+        "fine-tuned fraction of SA gain": (base - outcome) / gain if gain > 0 else None,
+        "finetune_s": seconds,
+        "finetune_evaluations": sampled + zero.simulations + decoded.simulations,
+        "SA at fine-tuning's evaluations vs best heuristic": base
+        / sa_time(budget=sampled + zero.simulations + decoded.simulations),
+        "SA at fine-tuning's wall-clock vs best heuristic": base
+        / sa_time(budget=10**7, time_limit=seconds),
+    }
 
 
 def _check_held_out(ckpt: Any, family: str, where: Path) -> None:
@@ -362,7 +409,20 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     greedy = [r["greedy vs best heuristic"] for r in rows]
     best = [r[f"best of greedy+{args.samples} vs best heuristic"] for r in rows]
     fractions = [r["fraction of SA gain"] for r in rows if r["fraction of SA gain"] is not None]
-    tuned = [r["fine-tuned best vs best heuristic"] for r in rows if "finetune_s" in r]
+    tuned = [r["fine-tuned vs best heuristic"] for r in rows if "finetune_s" in r]
+    tuned_shares = [
+        r["fine-tuned fraction of SA gain"]
+        for r in rows
+        if r.get("fine-tuned fraction of SA gain") is not None
+    ]
+    tuned_baselines = {
+        f"{key}_vs_best_heuristic_geomean": C.geomean([r[column] for r in rows])
+        for key, column in (
+            ("sa_at_finetuning_evaluations", "SA at fine-tuning's evaluations vs best heuristic"),
+            ("sa_at_finetuning_wall_clock", "SA at fine-tuning's wall-clock vs best heuristic"),
+        )
+        if tuned
+    }
     cooled = {
         f"zero_shot_at_T{t:g}_vs_best_heuristic_geomean": C.geomean(
             [r[f"best of greedy+{args.samples} at T={t:g} vs best heuristic"] for r in rows]
@@ -416,6 +476,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "zero_shot_fraction_of_sa_gain_median": C.median(fractions),
         "finetuned_vs_best_heuristic_geomean": C.geomean(tuned) if tuned else None,
         "finetuned_beats_best_heuristic": sum(t > 1.0 + 1e-9 for t in tuned),
+        "finetuned_fraction_of_sa_gain_median": C.median(tuned_shares) if tuned_shares else None,
+        **tuned_baselines,
         "folds": [{k: v for k, v in f.items() if k != "rows"} for f in folds],
         "rows": rows,
     }

@@ -104,6 +104,14 @@ def test_imitation_quick(tmp_path: Path):
         greedy, best_of = row["greedy vs best heuristic"], row["best of greedy+2 vs best heuristic"]
         assert 0 < greedy <= best_of  # the best of greedy and samples includes greedy
         assert row["fine-tuned best vs best heuristic"] > 0 and row["finetune_s"] > 0
+        # fine-tuning's outcome includes the zero-shot decode and the fine-tuned one
+        # (its zero-shot decode climbs 16 moves, which never ends below 1 move's climb)
+        assert row["fine-tuned vs best heuristic"] >= (1 - 1e-9) * max(
+            row["greedy+cuts+1 moves vs best heuristic"],
+            row["fine-tuned decode vs best heuristic"],
+            row["fine-tuned best vs best heuristic"],
+        )
+        assert row["finetune_evaluations"] > 0
         # the network's own cuts and moves only add candidates to its greedy decode
         assert greedy <= row["greedy+cuts vs best heuristic"]
         assert row["greedy+cuts vs best heuristic"] <= row["greedy+cuts+1 moves vs best heuristic"]
