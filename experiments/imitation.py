@@ -203,9 +203,10 @@ def run_fold(family: str, args: Any, store: Path) -> dict[str, Any]:
             graph = graphs[name]
             cuts = infer(ckpt, graph, cluster, moves=0)
             row["greedy+cuts vs best heuristic"] = base / cuts.step_time
+            # the best heuristic's decisions: where every search baseline starts
+            _, start = prior_decisions(graph, cluster, BEST)
+            start = start.validate(graph, cluster.num_devices)
             if args.move_head:
-                _, start = prior_decisions(graph, cluster, BEST)
-                start = start.validate(graph, cluster.num_devices)
                 for k in args.moves:
                     own = infer(ckpt, graph, cluster, moves=k)
                     budget = own.simulations
@@ -255,7 +256,7 @@ def run_fold(family: str, args: Any, store: Path) -> dict[str, Any]:
                     base / cooler.step_time
                 )
             if args.finetune_steps:
-                row |= _finetuned(ckpt, name, graph, cluster, args, Path(work), base, gain)
+                row |= _finetuned(ckpt, name, graph, cluster, args, Path(work), start, base, gain)
             rows.append(row)
         if args.keep and reused is None:
             args.keep.mkdir(parents=True, exist_ok=True)
@@ -270,6 +271,7 @@ def _finetuned(
     cluster: Any,
     args: Any,
     work: Path,
+    start: Any,
     base: float,
     gain: float,
 ) -> dict[str, Any]:
@@ -277,10 +279,9 @@ def _finetuned(
     ``--finetune-steps`` steps (the best decisions its samples found, its final greedy
     ones), the fine-tuned network's own decode (greedy, cuts, moves), and the best of those
     and the zero-shot decode (the fine-tuning outcome); against SA from the best heuristic
-    with as many evaluations as PPO sampled, and for as long as the whole took."""
+    (``start``) with as many evaluations as PPO sampled, and for as long as the whole took."""
     from hlo_go.baselines.search import run_search, search_tasks_for
     from hlo_go.rl import finetune, infer
-    from hlo_go.rl.prior import BEST, prior_decisions
     from hlo_go.sim import simulate
 
     began = time.perf_counter()
@@ -291,8 +292,6 @@ def _finetuned(
     decoded = infer(out, graph, cluster)
     seconds = time.perf_counter() - began
     outcome = min(zero.step_time, tuned.best_time, decoded.step_time)
-    _, start = prior_decisions(graph, cluster, BEST)
-    start = start.validate(graph, cluster.num_devices)
     sampled = args.finetune_steps * ckpt.config.samples
 
     def sa_time(**budget: Any) -> float:

@@ -24,7 +24,8 @@ Public names::
                                                             imitation pre-training on teachers
     teacher_actions, teacher_agreement, imitation_loss, Imitator, make_examples, changed_weights
     move_loss                                               the move head's listwise loss
-    MoveLabels, label_moves, best_move, largest_groups      single moves (hlo_go.rl.moves)
+    MoveLabels, label_moves, best_move, climb_moves, largest_groups
+                                                            single moves (hlo_go.rl.moves)
     TrainConfig, TrainResult, GraphResult, METRIC_COLUMNS, MAX_FINETUNE_STEPS
     GraphEnv, Scores, GOAgent, agent_for                    one graph on a cluster; the policy wired to PPO
     RewardConfig, reward, rewards, memory_ratio             -log(t / t_ref) with an OOM penalty
@@ -69,7 +70,7 @@ from hlo_go.rl.imitation import (
     train_imitation,
 )
 from hlo_go.rl.metrics import EventFileWriter, MetricsLogger, read_events, read_metrics
-from hlo_go.rl.moves import MoveLabels, best_move, label_moves, largest_groups
+from hlo_go.rl.moves import MoveLabels, best_move, climb_moves, label_moves, largest_groups
 from hlo_go.rl.ppo import (
     EvaluateFn,
     LossInfo,
@@ -155,6 +156,7 @@ __all__ = [
     "best_move",
     "changed_weights",
     "check_tasks",
+    "climb_moves",
     "clipped_surrogate",
     "data_parallel_pretrain",
     "entropy_bonus",
