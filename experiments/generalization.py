@@ -1,27 +1,41 @@
-"""Generalization to unseen graphs: leave-one-family-out pre-training, then zero-shot and
-at most 50 fine-tuning steps on the held-out family's graph.
+"""Generalization to unseen families: the GO network's own decisions on graphs of a family
+it never saw (issue 43's headline, ``results/generalization.json``).
 
-For each held-out graph, a GO policy is pre-trained (:func:`hlo_go.rl.pretrain`) on the
-graphs of every *other* family, placement and scheduling and fusion jointly; then on the
-held-out graph:
+For each held-out family, one GO network is taught by imitation of simulated-annealing
+teachers on the graphs of every other family, on all of ``--clusters`` at once (cluster
+features are inputs; no heuristic prior input), and judged on the family's base graphs of
+at most ``--max-held-out-nodes`` nodes, on each cluster:
 
-* ``zero-shot``: the pre-trained policy's greedy decisions (:func:`hlo_go.rl.infer`);
-* ``fine-tuned``: the best decisions seen in ``FINETUNE_STEPS`` (≤ 50) PPO steps
-  starting from the pre-trained parameters (:func:`hlo_go.rl.finetune`);
-* ``GO-one``: a fresh policy trained on the held-out graph alone for ``GO_ONE_STEPS``
-  steps (the paper's per-graph upper reference);
-* ``scratch``: a fresh policy given only the fine-tuning's step count — what the
-  pre-training buys;
-* the best non-search heuristic (:func:`hlo_go.rl.compare.heuristic_names`).
+* **zero-shot**: the network's default decode (:func:`hlo_go.rl.infer`: greedy, its
+  confidence cuts, a climb of ``--moves`` moves along its move head; no heuristic is run),
+  against the best heuristic (every figure is ÷ its simulated step time), the credible
+  expert (the GO paper's per-layer pipeline, or one device where that is faster), SA and
+  the best heuristic + a climb along its largest groups at the decode's simulations, SA at
+  the decode's wall-clock, HDP (``--hdp-evaluations``) and SA with ``--evaluations``
+  (the teacher; the fractions are of its gain over the best heuristic);
+* **fine-tuned** (on ``--finetune-cluster``, graphs of at most ``--max-finetune-nodes``
+  nodes): ``--finetune-steps`` (≤ 50) PPO steps from the fold's network on the graph;
+  against SA at equal evaluations and at equal wall-clock.
 
-``zero_shot_gap`` / ``finetune_gap``: mean over held-out graphs of (time / GO-one's - 1).
-The paper: zero-shot nearly as good as fine-tuned, fine-tuned as good as GO-one.
+It runs :mod:`experiments.imitation` once per cluster and once to fine-tune, and writes the
+summary under issue 43's names, with the decision time of the shipped network's default
+decode on graphs up to 60k nodes from the ``decide`` benchmark
+(``benchmarks/results/decide.json``, ``python -m benchmarks decide``).
 
-Run: ``python experiments/generalization.py [--quick]``.
+``--checkpoints DIR`` reuses kept fold networks (``DIR/FAMILY.msgpack``, as
+``experiments/imitation.py --keep DIR`` writes them). A family with no graph small enough to
+train on (inception_v3 and amoebanet have none of at most ``--max-nodes`` nodes) has no
+network of its own there and is judged by the ``--stand-in`` family's network, which never
+saw it either (checked). Without ``--checkpoints`` every fold is trained (10-20 min a fold on
+a 2-core host) and kept under ``--keep``.
+
+Run: ``python experiments/generalization.py --checkpoints DIR`` (``--quick``: the gnmt fold,
+tiny settings, a few minutes).
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import tempfile
 import time
@@ -33,204 +47,287 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from experiments import _common as C
+from experiments import imitation
 
-GRAPHS = ("rnnlm_l2_scan", "gnmt_l2_scan", "gpt2_l2", "transformer_xl_l2")
-HELD_OUT = ("gpt2_l2",)
-QUICK_GRAPHS = ("mlp", "cnn", "attention")
-QUICK_HELD_OUT = ("attention",)
-CLUSTER = "v100x4"
-PRETRAIN_STEPS = 300
-FINETUNE_STEPS = 50
-GO_ONE_STEPS = 150
-QUICK = {"PRETRAIN_STEPS": 4, "FINETUNE_STEPS": 2, "GO_ONE_STEPS": 3}
+CLUSTERS = ("v100x4", "h100x8")
+MOVES = 16  # hlo_go.rl.DEFAULT_MOVES
+STEPS = 4000
+EVALUATIONS = 2000
+PER_FAMILY = 30
+MAX_NODES = 6000
+MAX_HELD_OUT_NODES = 12000
+FINETUNE_STEPS = 20
+MAX_FINETUNE_NODES = 2500
+HDP_EVALUATIONS = 400
+STAND_IN = "gpt2"
+# Issue 43's targets: (key, at least (True) or at most (False), value).
+TARGETS: tuple[tuple[str, bool, float], ...] = (
+    ("zero_shot_vs_best_heuristic_geomean", True, 1.03),
+    ("zero_shot_families_beaten_count", True, 7),
+    ("zero_shot_fraction_of_sa_gain", True, 0.5),
+    ("finetuned_fraction_of_sa_gain", True, 0.9),
+    ("zero_shot_decide_s_max", False, 2.0),
+)
+DECIDE = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "decide.json"
+# --quick: the gnmt fold, tiny networks and budgets (imitation's own --quick settings).
+QUICK = {
+    "held_out": ["gnmt"],
+    "moves": 2,
+    "max_held_out_nodes": 1000,
+    "max_finetune_nodes": 1000,
+    "finetune_steps": 2,
+    "hdp_evaluations": 4,
+}
 
 
-def held_out_run(
-    name: str,
-    graphs: dict[str, Any],
-    families: dict[str, str],
-    cluster_name: str,
-    *,
-    steps: dict[str, int],
-    quick: bool,
-    seed: int,
-) -> dict[str, Any]:
-    """Pre-train without ``name``'s family, then zero-shot / fine-tune / GO-one / scratch."""
-    from hlo_go.rl import finetune, infer, pretrain, train_one
-    from hlo_go.rl.compare import best, run_baselines
-    from hlo_go.sim import get_cluster
+def evaluable(families: Sequence[str], max_nodes: int) -> tuple[list[str], dict[str, str]]:
+    """The families with a base graph of at most ``max_nodes`` nodes, and why the others
+    are not evaluated."""
+    kept, skipped = [], {}
+    for family in families:
+        if imitation.held_out_graphs(family, max_nodes=max_nodes):
+            kept.append(family)
+        else:
+            skipped[family] = f"no base graph of at most {max_nodes} nodes"
+    return kept, skipped
 
-    cluster = get_cluster(cluster_name)
-    config = C.train_config(quick=quick, seed=seed, switch_every=20, graphs_per_batch=2)
-    train_set = [(g, graphs[g]) for g in graphs if families[g] != families[name]]
-    if not train_set:
-        raise ValueError(
-            f"no graphs of another family than {name!r} ({families[name]}) to pre-train on"
-        )
-    graph = graphs[name]
-    with tempfile.TemporaryDirectory(prefix="hlo-go-generalization-") as work:
-        work = Path(work)
-        pre = pretrain(
-            train_set, cluster, steps=steps["PRETRAIN_STEPS"], out_dir=work / "pre", config=config
-        )
-        zero = infer(work / "pre", graph, cluster)
-        ft = finetune(
-            work / "pre", (name, graph), cluster, steps=steps["FINETUNE_STEPS"], out_dir=work / "ft"
-        )
-        one = train_one(
-            (name, graph), cluster, steps=steps["GO_ONE_STEPS"], out_dir=work / "one", config=config
-        )
-        scratch = train_one(
-            (name, graph),
-            cluster,
-            steps=steps["FINETUNE_STEPS"],
-            out_dir=work / "scratch",
-            config=config,
-        )
-    top = best(run_baselines(graph, cluster))
-    go_one = one.graphs[name].best_time
-    fine = ft.graphs[name].best_time
+
+def _imitation_argv(args: Any, cluster: str, families: Sequence[str], work: Path) -> list[str]:
+    """The arguments of one :mod:`experiments.imitation` run (zero-shot on ``cluster``)."""
+    argv = [
+        "--held-out", *families, "--cluster", cluster, "--move-head", "--moves", str(args.moves),
+        "--finetune-steps", "0", "--max-held-out-nodes", str(args.max_held_out_nodes),
+        "--hdp-evaluations", str(args.hdp_evaluations), "--workers", str(args.workers),
+        "--seed", str(args.seed), "--out", str(work), "--store", str(args.store),
+    ]  # fmt: skip
+    if args.quick:
+        argv.append("--quick")
+    else:
+        argv += [
+            "--steps", str(STEPS), "--evaluations", str(EVALUATIONS),
+            "--per-family", str(PER_FAMILY), "--max-nodes", str(MAX_NODES),
+        ]  # fmt: skip
+    return argv
+
+
+def _cluster_summary(result: dict[str, Any], moves: int) -> dict[str, Any]:
+    """One cluster's zero-shot figures, under issue 43's names, from an imitation result."""
+    rows = result["rows"]
+    column = f"greedy+cuts+{moves} moves vs best heuristic"
+    families = sorted({r["family"] for r in rows})
+    per_family = {f: C.geomean([r[column] for r in rows if r["family"] == f]) for f in families}
+    beaten = sorted(f for f, g in per_family.items() if g > 1.0 + 1e-9)
+    pick = {
+        "zero_shot_vs_best_heuristic_geomean": f"zero_shot_cuts_{moves}_moves_vs_best_heuristic_geomean",
+        "zero_shot_vs_credible_expert_geomean": f"zero_shot_cuts_{moves}_moves_vs_credible_expert_geomean",
+        "zero_shot_fraction_of_sa_gain": f"zero_shot_cuts_{moves}_moves_fraction_of_sa_gain_median",
+        "zero_shot_beats_best_heuristic_graphs": f"zero_shot_cuts_{moves}_moves_beats_best_heuristic",
+        "sa_equal_evaluations_vs_best_heuristic_geomean": f"sa_at_{moves}_moves_simulations_vs_best_heuristic_geomean",
+        "largest_moves_equal_evaluations_vs_best_heuristic_geomean": f"largest_moves_at_{moves}_moves_simulations_vs_best_heuristic_geomean",
+        "sa_equal_wall_clock_vs_best_heuristic_geomean": "sa_equal_wall_clock_vs_best_heuristic_geomean",
+        "credible_expert_vs_best_heuristic_geomean": "credible_expert_vs_best_heuristic_geomean",
+        "hdp_vs_best_heuristic_geomean": "hdp_vs_best_heuristic_geomean",
+        "sa_teacher_vs_best_heuristic_geomean": "sa_teacher_vs_best_heuristic_geomean",
+        "ablation_greedy_vs_best_heuristic_geomean": "zero_shot_greedy_vs_best_heuristic_geomean",
+        "ablation_greedy_cuts_vs_best_heuristic_geomean": "zero_shot_cuts_vs_best_heuristic_geomean",
+        "ablation_no_cuts_vs_best_heuristic_geomean": f"zero_shot_{moves}_moves_no_cuts_vs_best_heuristic_geomean",
+    }  # fmt: skip
     return {
-        "graph": name,
-        "family": families[name],
-        "nodes": graph.num_nodes,
-        "pretrain_graphs": [g for g, _ in train_set],
-        "pretrain_s": pre.elapsed,
-        "reference_time": one.graphs[name].reference_time,
-        "zero_shot_time": zero.step_time,
-        "zero_shot_s": zero.seconds,
-        "finetune_time": fine,
-        "finetune_s": ft.elapsed,
-        "go_one_time": go_one,
-        "go_one_s": one.elapsed,
-        "scratch_time": scratch.graphs[name].best_time,
-        "best_heuristic": top.method,
-        "best_heuristic_time": top.step_time,
-        "zero_shot_gap": zero.step_time / go_one - 1,
-        "finetune_gap": fine / go_one - 1,
-        "pretrain_curve": {
-            "step": [r["step"] for r in pre.history],
-            "graph": [r["graph"] for r in pre.history],
-            "reward_mean": [r["reward_mean"] for r in pre.history],
-        },
-        "finetune_curve": C.curve_of(ft.history),
-        "go_one_curve": C.curve_of(one.history),
-        "scratch_curve": C.curve_of(scratch.history),
+        **{key: result.get(source) for key, source in pick.items()},
+        "held_out_graphs": len(rows),
+        "families_evaluated": families,
+        "zero_shot_families_beaten": beaten,
+        "zero_shot_families_beaten_count": len(beaten),
+        "zero_shot_by_family": per_family,
+        "simulations_per_graph": [r[f"greedy+cuts+{moves} moves simulations"] for r in rows],
+        "folds": result["folds"],
+        "rows": rows,
     }
 
 
-def plot(runs: Sequence[dict[str, Any]], path: Path) -> str:
-    """Per held-out graph: fine-tuning vs from-scratch best-so-far speedup per step, with
-    zero-shot, GO-one and the best heuristic as lines."""
+def _finetune_summary(result: dict[str, Any]) -> dict[str, Any]:
+    """The fine-tuning figures from an imitation result with ``--finetune-steps``."""
+    keep = (
+        "finetuned_vs_best_heuristic_geomean",
+        "finetuned_beats_best_heuristic",
+        "sa_at_finetuning_evaluations_vs_best_heuristic_geomean",
+        "sa_at_finetuning_wall_clock_vs_best_heuristic_geomean",
+    )
+    return {
+        **{key: result.get(key) for key in keep},
+        "finetuned_fraction_of_sa_gain": result.get("finetuned_fraction_of_sa_gain_median"),
+        "held_out_graphs": len(result["rows"]),
+        "rows": result["rows"],
+    }
+
+
+def family_rows(clusters: dict[str, dict[str, Any]], moves: int) -> list[dict[str, Any]]:
+    """The summary table: per cluster and held-out family, geomeans ÷ the best heuristic."""
+    columns = {
+        "GO zero-shot": f"greedy+cuts+{moves} moves vs best heuristic",
+        "credible expert": "credible expert vs best heuristic",
+        "SA, equal simulations": f"SA at greedy+cuts+{moves} moves' simulations vs best heuristic",
+        "largest-groups climb, equal simulations": (
+            f"largest moves at greedy+cuts+{moves} moves' simulations vs best heuristic"
+        ),
+        "SA, equal wall-clock": "SA equal wall-clock vs best heuristic",
+        "HDP": "HDP vs best heuristic",
+        "SA, teacher budget": "SA vs best heuristic",
+    }
+    table = []
+    for cluster, summary in clusters.items():
+        for family in summary["families_evaluated"]:
+            rows = [r for r in summary["rows"] if r["family"] == family]
+            table.append(
+                {
+                    "cluster": cluster,
+                    "family": family,
+                    "graphs": len(rows),
+                    **{
+                        name: C.geomean([r[col] for r in rows]) if col in rows[0] else None
+                        for name, col in columns.items()
+                    },
+                }
+            )
+    return table
+
+
+def decide_time(path: Path = DECIDE) -> dict[str, Any]:
+    """The shipped network's default-decode time from the ``decide`` benchmark's results."""
+    if not path.is_file():
+        return {"zero_shot_decide_s_max": None, "source": f"{path.name} not found"}
+    data = json.loads(path.read_text())
+    nodes = max((r["nodes"] for r in data.get("rows", [])), default=None)
+    return {
+        "zero_shot_decide_s_max": data.get("moves_decide_s_max_warm"),
+        "graphs_within_target": data.get("moves_graphs_within_target_warm"),
+        "largest_graph_nodes": nodes,
+        "greedy_16_samples_decide_s_max": data.get("decide_s_max_warm"),
+        "clock": data.get("clock"),
+        "source": f"benchmarks/results/{path.name} ({data.get('timestamp')})",
+    }
+
+
+def targets(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each of issue 43's targets: the value, the target and whether it is met."""
+    out = {}
+    for key, at_least, bound in TARGETS:
+        value = summary.get(key)
+        met = value is not None and (value >= bound if at_least else value <= bound)
+        out[key] = {"value": value, "target": f"{'>=' if at_least else '<='} {bound:g}", "met": met}
+    return out
+
+
+def plot(clusters: dict[str, dict[str, Any]], path: Path) -> str:
+    """Per held-out family, zero-shot ÷ the best heuristic on each cluster, beside SA's."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import numpy as np
 
-    fig, axes = plt.subplots(1, len(runs), figsize=(5 * len(runs), 3.6), squeeze=False)
-    for ax, r in zip(axes.flat, runs, strict=True):
-        ref = r["reference_time"]
-        for key, label in (("finetune_curve", "fine-tuned"), ("go_one_curve", "GO-one (scratch)")):
-            c = r[key]
-            ax.plot(c["step"], [ref / t for t in c["best_step_time"]], label=label)
-        ax.axhline(ref / r["zero_shot_time"], color="g", ls="--", label="zero-shot")
-        ax.axhline(ref / r["best_heuristic_time"], color="k", ls=":", label="best heuristic")
-        ax.set_title(f"held out: {r['graph']}")
-        ax.set_xlabel("training steps on the held-out graph")
-        ax.set_ylabel("speedup over one device")
-        ax.legend(fontsize=7)
+    fig, axes = plt.subplots(1, len(clusters), figsize=(6 * len(clusters), 3.8), squeeze=False)
+    for ax, (name, summary) in zip(axes[0], clusters.items(), strict=True):
+        families = summary["families_evaluated"]
+        rows = summary["rows"]
+        sa = [
+            C.geomean([r["SA vs best heuristic"] for r in rows if r["family"] == f])
+            for f in families
+        ]
+        x = np.arange(len(families))
+        ax.bar(
+            x - 0.2,
+            [summary["zero_shot_by_family"][f] for f in families],
+            0.4,
+            label="GO zero-shot",
+        )
+        ax.bar(x + 0.2, sa, 0.4, label="SA (teacher budget)", alpha=0.6)
+        ax.axhline(1.0, color="k", lw=0.8)
+        ax.set_xticks(x, families, rotation=30, ha="right")
+        ax.set_ylabel("speedup over the best heuristic")
+        ax.set_title(f"{name}: held-out families")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
     return C.save_figure(fig, path)
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Runs the experiment; returns the result written to ``generalization[.quick].json``."""
-    p = C.parser(__doc__.splitlines()[0])
-    p.add_argument("--graphs", nargs="+", help="corpus names or HLO files (the pool)")
-    p.add_argument("--held-out", nargs="+", help="graphs of the pool to hold out, one at a time")
-    p.add_argument("--cluster", default=CLUSTER)
-    p.add_argument("--pretrain-steps", type=int, help=f"default {PRETRAIN_STEPS}")
-    p.add_argument("--finetune-steps", type=int, help=f"at most 50; default {FINETUNE_STEPS}")
-    p.add_argument("--go-one-steps", type=int, help=f"default {GO_ONE_STEPS}")
-    args = p.parse_args(argv)
+    from hlo_corpus.variants import FAMILIES
+
     began = time.perf_counter()
-    steps = dict(
-        PRETRAIN_STEPS=PRETRAIN_STEPS, FINETUNE_STEPS=FINETUNE_STEPS, GO_ONE_STEPS=GO_ONE_STEPS
+    p = C.parser(__doc__.splitlines()[0])
+    p.add_argument("--held-out", nargs="+", default=list(FAMILIES), choices=FAMILIES)
+    p.add_argument("--clusters", nargs="+", default=list(CLUSTERS))
+    p.add_argument("--moves", type=int, default=MOVES, help="the decode's climb length")
+    p.add_argument("--max-held-out-nodes", type=int, default=MAX_HELD_OUT_NODES)
+    p.add_argument("--finetune-cluster", help="default: the first of --clusters")
+    p.add_argument("--finetune-steps", type=int, default=FINETUNE_STEPS, help="(<= 50; 0: none)")
+    p.add_argument("--max-finetune-nodes", type=int, default=MAX_FINETUNE_NODES)
+    p.add_argument("--hdp-evaluations", type=int, default=HDP_EVALUATIONS)
+    p.add_argument("--checkpoints", type=Path, help="kept fold networks (DIR/FAMILY.msgpack)")
+    p.add_argument("--stand-in", default=STAND_IN, help="fold network for families without one")
+    p.add_argument("--keep", type=Path, help="where trained fold networks are kept")
+    p.add_argument("--workers", type=int, default=2, help="teacher processes")
+    p.add_argument(
+        "--store",
+        type=Path,
+        default=Path.home() / ".cache" / "hlo-go" / "teachers",
+        help="teacher store (resumable)",
     )
+    args = p.parse_args(argv)
     if args.quick:
-        steps.update(QUICK)
-    for key in steps:
-        given = getattr(args, key.lower())
-        if given is not None:
-            steps[key] = given
-    if args.graphs:
-        graphs = C.load_graphs(args.graphs)
-        families = {g: C.family(g) for g in graphs}
-    elif args.quick:
-        graphs = {k: v for k, v in C.quick_graphs().items() if k in QUICK_GRAPHS}
-        families = {g: g for g in graphs}
-    else:
-        graphs = C.load_graphs(GRAPHS)
-        families = {g: C.family(g) for g in graphs}
-    held = args.held_out or list(QUICK_HELD_OUT if args.quick and not args.graphs else HELD_OUT)
-    missing = [g for g in held if g not in graphs]
-    if missing:
-        p.error(f"--held-out {missing} not among the graphs {list(graphs)}")
-    runs = []
-    for name in held:
-        C.log("generalization", f"holding out {name} ({families[name]})")
-        run = held_out_run(
-            name, graphs, families, args.cluster, steps=steps, quick=args.quick, seed=args.seed
-        )
-        C.log(
-            "generalization",
-            f"  zero-shot {run['zero_shot_time'] * 1e3:.4g} ms, fine-tuned {run['finetune_time'] * 1e3:.4g} ms, "
-            f"GO-one {run['go_one_time'] * 1e3:.4g} ms, best heuristic {run['best_heuristic_time'] * 1e3:.4g} ms",
-        )
-        runs.append(run)
-    rows = [
-        {
-            "held out": r["graph"],
-            "family": r["family"],
-            "nodes": r["nodes"],
-            "best heuristic ms": r["best_heuristic_time"] * 1e3,
-            "zero-shot ms": r["zero_shot_time"] * 1e3,
-            "fine-tuned ms": r["finetune_time"] * 1e3,
-            "scratch (same steps) ms": r["scratch_time"] * 1e3,
-            "GO-one ms": r["go_one_time"] * 1e3,
-            "zero-shot gap": r["zero_shot_gap"],
-            "fine-tune gap": r["finetune_gap"],
-            "zero-shot s": r["zero_shot_s"],
-            "fine-tune s": r["finetune_s"],
-            "GO-one s": r["go_one_s"],
-        }
-        for r in runs
-    ]
-    args.out.mkdir(parents=True, exist_ok=True)
+        for name, value in QUICK.items():
+            if getattr(args, name) == p.get_default(name):
+                setattr(args, name, value)
+    if not 0 <= args.finetune_steps <= 50:
+        p.error("--finetune-steps must be between 0 and 50")
+    families, skipped = evaluable(args.held_out, args.max_held_out_nodes)
+    if not families:
+        p.error(f"no held-out family has a base graph of at most {args.max_held_out_nodes} nodes")
+    finetune_cluster = args.finetune_cluster or args.clusters[0]
+    clusters: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="hlo-go-generalization-") as tmp:
+        work = Path(tmp)
+        nets = args.checkpoints or args.keep or work / "nets"
+        for i, cluster in enumerate(args.clusters):
+            C.log("generalization", f"zero-shot on {cluster}: {', '.join(families)}")
+            run = _imitation_argv(args, cluster, families, work / cluster)
+            if args.checkpoints or i > 0:
+                run += ["--checkpoints", str(nets), "--stand-in", args.stand_in]
+            else:
+                run += ["--keep", str(nets), "--train-clusters", *args.clusters]
+            clusters[cluster] = _cluster_summary(imitation.main(run), args.moves)
+        finetuned = None
+        tunable, _ = evaluable(families, args.max_finetune_nodes)
+        if args.finetune_steps and tunable:
+            C.log("generalization", f"fine-tuning on {finetune_cluster}: {', '.join(tunable)}")
+            run = _imitation_argv(args, finetune_cluster, tunable, work / "finetune")
+            run[run.index("--finetune-steps") + 1] = str(args.finetune_steps)
+            run[run.index("--max-held-out-nodes") + 1] = str(args.max_finetune_nodes)
+            run += ["--hdp-evaluations", "0", "--checkpoints", str(nets)]
+            run += ["--stand-in", args.stand_in]
+            finetuned = _finetune_summary(imitation.main(run))
+    primary = clusters[args.clusters[0]]
+    decide = decide_time()
+    headline = {
+        "cluster": args.clusters[0],
+        **{k: primary[k] for k in primary if k not in ("rows", "folds", "simulations_per_graph")},
+        "families_not_evaluated": skipped,
+        "finetuned_vs_best_heuristic_geomean": finetuned and finetuned["finetuned_vs_best_heuristic_geomean"],
+        "finetuned_fraction_of_sa_gain": finetuned and finetuned["finetuned_fraction_of_sa_gain"],
+        "zero_shot_decide_s_max": decide["zero_shot_decide_s_max"],
+    }  # fmt: skip
     result = {
-        "title": f"Leave-one-family-out: zero-shot and fine-tuned vs GO-one ({args.cluster}, simulated)",
-        "setup": {
-            "graphs": list(graphs),
-            "families": families,
-            "held_out": held,
-            "cluster": args.cluster,
-            **{k.lower(): v for k, v in steps.items()},
-            "pretrain_switch_every": 20,
-            "pretrain_graphs_per_batch": 2,
-            "tasks": "placement+scheduling+fusion",
-            "seed": args.seed,
-        },
-        "zero_shot_gap": C.mean([r["zero_shot_gap"] for r in runs]),
-        "finetune_gap": C.mean([r["finetune_gap"] for r in runs]),
-        "zero_shot_vs_best_heuristic_mean_speedup": C.mean(
-            [r["best_heuristic_time"] / r["zero_shot_time"] for r in runs]
-        ),
-        "finetune_vs_scratch_mean_speedup": C.mean(
-            [r["scratch_time"] / r["finetune_time"] for r in runs]
-        ),
-        "finetune_steps": steps["FINETUNE_STEPS"],
-        "rows": rows,
-        "plots": [plot(runs, C.plot_path(args.out, "generalization", args.quick))],
-        "runs": runs,
+        "title": "GO zero-shot and fine-tuned on held-out families (simulated)",
+        "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        **headline,
+        "targets": targets(headline),
+        "clusters": clusters,
+        "finetuned": {"cluster": finetune_cluster, **(finetuned or {})},
+        "decide": decide,
+        "rows": family_rows(clusters, args.moves),
+        "plots": [plot(clusters, C.plot_path(args.out, "generalization", args.quick))],
     }
     C.write_outputs(
         "generalization", result, out=args.out, quick=args.quick, argv=argv, began=began

@@ -29,17 +29,25 @@ For each held-out family:
    groups (by flops) moved the same way, and simulated annealing from the best heuristic; and
    simulated annealing from the best heuristic for as long as the network's warm default
    decode (greedy, cuts, :data:`hlo_go.rl.DEFAULT_MOVES` moves) took (equal wall-clock).
+   ``--refine-moves STEPS``: before that, ``STEPS`` more imitation steps whose move labels
+   are simulated from the network's own decode on its training graphs
+   (:func:`hlo_go.rl.refine_moves`), where its climb starts.
 4. **Fine-tuned** (:func:`hlo_go.rl.finetune`): ``--finetune-steps`` (at most 50) PPO steps
    from the imitation checkpoint on each held-out graph; the best decisions its samples
    found, the final greedy ones, the fine-tuned network's own decode, and the outcome: the
    best of those and the zero-shot decode; against SA from the best heuristic with as
    many evaluations (PPO's samples and both decodes' simulations) and for as long.
 
+Two more baselines on each held-out graph: the credible expert (the GO paper's per-layer
+pipeline, or one device where that is faster) and, with ``--hdp-evaluations N``, HDP
+(placement only, ``N`` evaluations, on the best heuristic's fusion and schedule).
+
 Columns: simulated step times ÷ the best heuristic's (``> 1`` is faster than it), and the
 fraction of SA's gain over the best heuristic that zero-shot captures.
 
 Run: ``python experiments/imitation.py --held-out gpt2 [--cluster v100x4]``; ``--keep DIR``
-stores each fold's network, ``--checkpoints DIR`` evaluates stored ones without training;
+stores each fold's network, ``--checkpoints DIR`` evaluates stored ones without training
+(``--stand-in FAMILY``: DIR/FAMILY.msgpack for a held-out family DIR has no network of);
 ``--quick``: the gnmt fold, one small training graph per family, 30 evaluations, 3 steps
 (:data:`QUICK`).
 """
@@ -68,6 +76,8 @@ PER_FAMILY = 4
 MAX_NODES = 3000
 MAX_HELD_OUT_NODES = 6000
 CHANGED_SHARE = 0.0  # hlo_go.rl.imitation.CHANGED_SHARE
+# The credible expert: the per-layer pipeline, or one device where that is faster.
+EXPERT = ("expert+critical-path+xla-cpu-like", "critical-path+xla-cpu-like")
 # --quick: settings left at their defaults become these (a smoke run of a minute or so).
 QUICK = {
     "held_out": ["gnmt"],
@@ -134,10 +144,8 @@ def run_fold(family: str, args: Any, store: Path) -> dict[str, Any]:
             f"error: family {family!r} has no base graph <= {args.max_held_out_nodes} nodes"
         )
     C.log("imitation", f"{family}: {len(train)} training graphs, held out {test}")
-    reused = args.checkpoints / f"{family}.msgpack" if args.checkpoints else None
+    reused = _reused_checkpoint(family, args)
     if reused is not None:
-        if not reused.is_file():
-            raise SystemExit(f"error: {reused} not found (--keep DIR writes it)")
         ckpt = load_checkpoint(reused)
         _check_held_out(ckpt, family, reused)
     pairs = [(g, args.cluster) for g in test]
@@ -181,6 +189,9 @@ def run_fold(family: str, args: Any, store: Path) -> dict[str, Any]:
             }
         else:
             record = {"checkpoint": str(reused), "imitation_steps": ckpt.step}
+        if args.refine_moves:
+            ckpt = _refined(ckpt, args, store, Path(work) / "refined")
+            record["refine_moves_steps"] = args.refine_moves
         graphs = C.load_graphs(test)
         rows = []
         for name in test:
@@ -206,6 +217,7 @@ def run_fold(family: str, args: Any, store: Path) -> dict[str, Any]:
             # the best heuristic's decisions: where every search baseline starts
             _, start = prior_decisions(graph, cluster, BEST)
             start = start.validate(graph, cluster.num_devices)
+            row |= _expert_and_hdp(graph, cluster, args, start, base)
             if args.move_head:
                 for k in args.moves:
                     own = infer(ckpt, graph, cluster, moves=k)
@@ -258,10 +270,46 @@ def run_fold(family: str, args: Any, store: Path) -> dict[str, Any]:
             if args.finetune_steps:
                 row |= _finetuned(ckpt, name, graph, cluster, args, Path(work), start, base, gain)
             rows.append(row)
-        if args.keep and reused is None:
+        if args.keep and (reused is None or args.refine_moves):
             args.keep.mkdir(parents=True, exist_ok=True)
-            shutil.copy(Path(work) / "checkpoint.msgpack", args.keep / f"{family}.msgpack")
+            run = Path(work) / "refined" if args.refine_moves else Path(work)
+            shutil.copy(run / "checkpoint.msgpack", args.keep / f"{family}.msgpack")
     return {"family": family, "training_graphs": train, **record, "rows": rows}
+
+
+def _refined(ckpt: Any, args: Any, store: Path, out: Path) -> Any:
+    """``ckpt`` after :func:`hlo_go.rl.refine_moves` on its own training teachers."""
+    from hlo_go.rl import load_checkpoint, refine_moves
+    from hlo_go.rl.teachers import TeacherJob, make_teachers
+
+    jobs = [TeacherJob(**job) for job in ckpt.meta["teachers"].values()]
+    teachers = make_teachers(jobs, store=store, workers=args.workers, progress=True)
+    refine_moves(
+        ckpt, teachers, steps=args.refine_moves, seed=args.seed, progress=True, out_dir=out
+    )
+    return load_checkpoint(out)
+
+
+def _expert_and_hdp(graph: Any, cluster: Any, args: Any, start: Any, base: float) -> dict[str, Any]:
+    """Two more baselines for one held-out graph: the credible expert (:data:`EXPERT`, the GO
+    paper's per-layer pipeline, or one device where that is faster, as an expert would not
+    ship a pipeline slower than one device) and, with ``--hdp-evaluations N``, HDP trained
+    for ``N`` evaluations on the best heuristic's (``start``'s) fusion and schedule."""
+    from hlo_go.baselines.hdp import run_hdp
+    from hlo_go.rl.compare import run_baselines
+    from hlo_go.sim import simulate
+
+    expert = min(
+        run_baselines(graph, cluster, EXPERT, seed=args.seed), key=lambda m: (m.oom, m.step_time)
+    )
+    row: dict[str, Any] = {
+        "credible expert": expert.method,
+        "credible expert vs best heuristic": base / expert.step_time,
+    }
+    if args.hdp_evaluations:
+        found = run_hdp(graph, cluster, budget=args.hdp_evaluations, fixed=start, seed=args.seed)
+        row["HDP vs best heuristic"] = base / float(simulate(graph, cluster, found.best).step_time)
+    return row
 
 
 def _finetuned(
@@ -314,6 +362,20 @@ def _finetuned(
         "SA at fine-tuning's wall-clock vs best heuristic": base
         / sa_time(budget=10**7, time_limit=seconds),
     }
+
+
+def _reused_checkpoint(family: str, args: Any) -> Path | None:
+    """The kept network ``--checkpoints DIR`` holds for ``family``'s fold: ``DIR/FAMILY.msgpack``,
+    or, where that is missing and ``--stand-in NAME`` is given, ``DIR/NAME.msgpack`` (a
+    network that never saw ``family`` either, which :func:`_check_held_out` checks)."""
+    if not args.checkpoints:
+        return None
+    path = args.checkpoints / f"{family}.msgpack"
+    if not path.is_file() and args.stand_in:
+        path = args.checkpoints / f"{args.stand_in}.msgpack"
+    if not path.is_file():
+        raise SystemExit(f"error: {path} not found (--keep DIR writes it)")
+    return path
 
 
 def _check_held_out(ckpt: Any, family: str, where: Path) -> None:
@@ -385,12 +447,33 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         help="with --move-head: zero-shot with this many top-scored moves (a column each)",
     )
     p.add_argument(
+        "--refine-moves",
+        type=int,
+        default=0,
+        metavar="STEPS",
+        help="with --move-head: then teach the move head from the network's own decode for "
+        "STEPS more steps (hlo_go.rl.refine_moves; kept by --keep)",
+    )
+    p.add_argument(
         "--keep", type=Path, help="copy each fold's imitation checkpoint here (FAMILY.msgpack)"
     )
     p.add_argument(
         "--checkpoints",
         type=Path,
         help="reuse DIR/FAMILY.msgpack (as --keep wrote it) instead of training each fold",
+    )
+    p.add_argument(
+        "--stand-in",
+        metavar="FAMILY",
+        help="with --checkpoints: where DIR has no network for a held-out family, use "
+        "DIR/FAMILY.msgpack (refused if it was trained on the held-out family)",
+    )
+    p.add_argument(
+        "--hdp-evaluations",
+        type=int,
+        default=0,
+        help="also run HDP (placement only, on the best heuristic's fusion and schedule) "
+        "with this many evaluations on each held-out graph (0: not run)",
     )
     p.add_argument(
         "--store",
@@ -456,11 +539,26 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             moved[f"zero_shot_cuts_{k}_moves_beats_best_heuristic"] = sum(
                 r[column] > 1.0 + 1e-9 for r in rows
             )
+            moved[f"zero_shot_cuts_{k}_moves_vs_credible_expert_geomean"] = C.geomean(
+                [r[column] / r["credible expert vs best heuristic"] for r in rows]
+            )
             moved[f"zero_shot_cuts_{k}_moves_families_beaten"] = sorted(
                 f["family"] for f in folds if C.geomean([r[column] for r in f["rows"]]) > 1.0 + 1e-9
             )
         moved["sa_equal_wall_clock_vs_best_heuristic_geomean"] = C.geomean(
             [r["SA equal wall-clock vs best heuristic"] for r in rows]
+        )
+    baselines = {
+        "credible_expert_vs_best_heuristic_geomean": C.geomean(
+            [r["credible expert vs best heuristic"] for r in rows]
+        ),
+        "sa_teacher_vs_best_heuristic_geomean": C.geomean(
+            [r["SA vs best heuristic"] for r in rows]
+        ),
+    }
+    if args.hdp_evaluations:
+        baselines["hdp_vs_best_heuristic_geomean"] = C.geomean(
+            [r["HDP vs best heuristic"] for r in rows]
         )
     result = {
         "title": "Imitation of SA teachers, zero-shot on held-out families (simulated)",
@@ -471,6 +569,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "zero_shot_beats_best_heuristic": sum(b > 1.0 + 1e-9 for b in best),
         **cooled,
         **moved,
+        **baselines,
         "held_out_graphs": len(rows),
         "zero_shot_fraction_of_sa_gain_median": C.median(fractions),
         "finetuned_vs_best_heuristic_geomean": C.geomean(tuned) if tuned else None,

@@ -52,12 +52,51 @@ def test_multitask_quick(tmp_path: Path):
 
 
 def test_generalization_quick(tmp_path: Path):
-    generalization.main(["--quick", "--out", str(tmp_path)])
+    store = tmp_path / "teachers"
+    generalization.main(["--quick", "--out", str(tmp_path), "--store", str(store)])
     data = _outputs(tmp_path, "generalization")
-    run = data["runs"][0]
-    assert run["graph"] not in run["pretrain_graphs"]  # held out of pre-training
-    assert len(run["finetune_curve"]["step"]) == data["finetune_steps"] <= 50
-    assert data["zero_shot_gap"] == pytest.approx(run["zero_shot_time"] / run["go_one_time"] - 1)
+    assert data["cluster"] == "v100x4" and list(data["clusters"]) == ["v100x4", "h100x8"]
+    trained, reused = (data["clusters"][c]["folds"][0] for c in ("v100x4", "h100x8"))
+    assert trained["family"] == "gnmt" and trained["imitation_steps"] > 0
+    assert not any(g.startswith("gnmt") for g in trained["training_graphs"])
+    assert reused["checkpoint"].endswith("gnmt.msgpack")  # one network for both clusters
+    for name, summary in data["clusters"].items():
+        rows = summary["rows"]
+        column = "greedy+cuts+2 moves vs best heuristic"
+        assert summary["zero_shot_vs_best_heuristic_geomean"] == pytest.approx(
+            math.prod(r[column] for r in rows) ** (1 / len(rows))
+        )
+        beaten = [f for f, g in summary["zero_shot_by_family"].items() if g > 1 + 1e-9]
+        assert summary["zero_shot_families_beaten"] == beaten
+        for row in rows:
+            # the credible expert's two candidates are among the best heuristic's
+            assert row["credible expert vs best heuristic"] <= 1 + 1e-9
+            assert row["HDP vs best heuristic"] > 0
+        table = [r for r in data["rows"] if r["cluster"] == name]
+        assert [r["family"] for r in table] == summary["families_evaluated"] == ["gnmt"]
+        assert table[0]["GO zero-shot"] == pytest.approx(summary["zero_shot_by_family"]["gnmt"])
+    assert (
+        data["zero_shot_vs_best_heuristic_geomean"]
+        == (data["clusters"]["v100x4"]["zero_shot_vs_best_heuristic_geomean"])
+    )
+    tuned = data["finetuned"]
+    assert tuned["cluster"] == "v100x4" and all(r["finetune_s"] > 0 for r in tuned["rows"])
+    for key, target in data["targets"].items():
+        value, bound = target["value"], float(target["target"].split()[1])
+        if value is not None:
+            at_least = target["target"].startswith(">=")
+            assert target["met"] == (value >= bound if at_least else value <= bound), key
+
+
+def test_generalization_families_without_graphs():
+    kept, skipped = generalization.evaluable(["gnmt", "gpt2", "inception_v3"], 1000)
+    assert kept == ["gnmt"]  # gnmt_l2_scan has 984 nodes; gpt2's smallest 1,292
+    assert set(skipped) == {"gpt2", "inception_v3"}
+    assert generalization.targets({"zero_shot_decide_s_max": 2.5})["zero_shot_decide_s_max"] == {
+        "value": 2.5,
+        "target": "<= 2",
+        "met": False,
+    }
 
 
 def test_convergence_quick(tmp_path: Path):
@@ -128,6 +167,21 @@ def test_imitation_quick(tmp_path: Path):
         assert (
             a["greedy+cuts+1 moves vs best heuristic"] == b["greedy+cuts+1 moves vs best heuristic"]
         )
+    # --stand-in: a network under another name stands in for a fold without its own
+    stand_in = tmp_path / "stand-in"
+    stand_in.mkdir()
+    (stand_in / "other.msgpack").write_bytes((keep / "gnmt.msgpack").read_bytes())
+    flags_zero = [*flags, "--finetune-steps", "0", "--checkpoints", str(stand_in)]
+    third = imitation.main([*flags_zero, "--out", str(tmp_path / "3"), "--stand-in", "other"])
+    assert third["folds"][0]["checkpoint"] == str(stand_in / "other.msgpack")
+    assert (
+        third["rows"][0]["greedy+cuts+1 moves vs best heuristic"]
+        == (data["rows"][0]["greedy+cuts+1 moves vs best heuristic"])
+    )
+    with pytest.raises(SystemExit, match="trained on rnnlm graphs"):
+        imitation.main([*flags_zero, "--held-out", "rnnlm", "--stand-in", "other"])
+    with pytest.raises(SystemExit, match="not found"):
+        imitation.main([*flags_zero, "--stand-in", "missing"])
     (keep / "rnnlm.msgpack").write_bytes((keep / "gnmt.msgpack").read_bytes())
     with pytest.raises(SystemExit, match="trained on rnnlm graphs"):
         imitation.main([*flags, "--held-out", "rnnlm", "--checkpoints", str(keep)])

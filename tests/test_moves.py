@@ -19,9 +19,12 @@ from hlo_go.rl import (
     TeacherJob,
     TrainConfig,
     agent_for,
+    decode_bases,
     infer,
+    load_checkpoint,
     make_examples,
     make_teachers,
+    refine_moves,
 )
 from hlo_go.rl.imitation import move_loss, train_imitation
 from hlo_go.rl.moves import (
@@ -256,3 +259,43 @@ def test_imitation_trains_the_move_head_and_infer_decodes_with_it(graph, cluster
                     out_dir=no_head)  # fmt: skip
     with pytest.raises(ValueError, match="move head"):
         infer(no_head, graph, cluster, moves=2)
+
+
+def test_refine_moves_labels_moves_from_the_networks_own_decode(graph, cluster, tmp_path):
+    graphs = {"cnn": graph}
+    teachers = make_teachers(
+        [TeacherJob("cnn", "v100x4", evaluations=60)], store=tmp_path / "store", graphs=graphs
+    )
+    config = TrainConfig(policy=MOVER, progress=False, checkpoint_every=0)
+    train_imitation(teachers, config, steps=10, graphs=graphs, out_dir=tmp_path / "run")
+    ckpt = load_checkpoint(tmp_path / "run")
+    bases = decode_bases(ckpt, teachers, graphs=graphs)
+    own = infer(ckpt, graph, cluster, moves=0).decisions
+    assert list(bases) == ["cnn@v100x4"]
+    np.testing.assert_array_equal(bases["cnn@v100x4"].placement, own.placement)
+    np.testing.assert_array_equal(bases["cnn@v100x4"].fusion_priority, own.fusion_priority)
+    # the examples' move labels are the simulated single moves from those decisions
+    (example,) = make_examples(teachers, config, graphs=graphs, move_bases=bases)
+    labels = label_moves(graph, cluster, own.validate(graph, cluster.num_devices))
+    target, mask = move_target_distribution(labels, graph)
+    np.testing.assert_allclose(example.move_target, example.env.inputs.to_positions(target))
+    np.testing.assert_array_equal(example.move_mask, example.env.inputs.to_positions(mask))
+    # refining starts from the checkpoint's parameters (unchanged at learning rate 0)
+    refine_moves(
+        ckpt, teachers, steps=2, graphs=graphs, out_dir=tmp_path / "ref", learning_rate=0.0
+    )
+    refined = load_checkpoint(tmp_path / "ref")
+    assert refined.meta["imitation"]["init_step"] == 10
+    assert refined.meta["imitation"]["move_labels_from"] == "given decisions"
+    for a, b in zip(
+        jax.tree_util.tree_leaves(refined.params),
+        jax.tree_util.tree_leaves(ckpt.params),
+        strict=True,
+    ):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    with pytest.raises(ValueError, match="network settings"):
+        train_imitation(teachers, TrainConfig(policy=TINY, progress=False), steps=1, graphs=graphs,
+                        init=ckpt)  # fmt: skip
+    plain = ckpt._replace(config=TrainConfig(policy=TINY))
+    with pytest.raises(ValueError, match="move head"):
+        refine_moves(plain, teachers, steps=1, graphs=graphs)

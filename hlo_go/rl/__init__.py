@@ -24,6 +24,8 @@ Public names::
                                                             imitation pre-training on teachers
     teacher_actions, teacher_agreement, imitation_loss, Imitator, make_examples, changed_weights
     move_loss                                               the move head's listwise loss
+    refine_moves(checkpoint, teachers, *, steps), decode_bases
+                                                            the move head taught from its own decode
     MoveLabels, label_moves, best_move, climb_moves, largest_groups
                                                             single moves (hlo_go.rl.moves)
     TrainConfig, TrainResult, GraphResult, METRIC_COLUMNS, MAX_FINETUNE_STEPS
@@ -62,9 +64,11 @@ from hlo_go.rl.imitation import (
     ImitationResult,
     Imitator,
     changed_weights,
+    decode_bases,
     imitation_loss,
     make_examples,
     move_loss,
+    refine_moves,
     teacher_actions,
     teacher_agreement,
     train_imitation,
@@ -159,6 +163,7 @@ __all__ = [
     "climb_moves",
     "clipped_surrogate",
     "data_parallel_pretrain",
+    "decode_bases",
     "entropy_bonus",
     "finetune",
     "fusion_cuts",
@@ -187,6 +192,7 @@ __all__ = [
     "pretrain",
     "read_events",
     "read_metrics",
+    "refine_moves",
     "revert_needless_changes",
     "reward",
     "rewards",

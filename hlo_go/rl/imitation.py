@@ -53,6 +53,7 @@ from hlo_go.graph import OpGraph
 from hlo_go.rl.agent import GOAgent, decision_weights
 from hlo_go.rl.checkpoint import (
     RESUMABLE_CHANGES,
+    Checkpoint,
     ResumeMismatchError,
     checkpoint_path,
     graph_fingerprint,
@@ -67,7 +68,7 @@ from hlo_go.rl.metrics import MetricsLogger
 from hlo_go.rl.moves import label_moves, move_target_distribution
 from hlo_go.rl.prior import prior_decisions
 from hlo_go.rl.teachers import CHANGED_BITS, Teacher, check_teacher_graph, job_graph
-from hlo_go.rl.trainer import NonFiniteTrainingError, agent_for
+from hlo_go.rl.trainer import NonFiniteTrainingError, agent_for, infer
 from hlo_go.sim import get_cluster
 
 logger = logging.getLogger(__name__)
@@ -428,6 +429,7 @@ def make_examples(
     graphs: Mapping[str, OpGraph] | None = None,
     changed_share: float = CHANGED_SHARE,
     progress: bool = False,
+    move_bases: Mapping[str, Decisions] | None = None,
 ) -> list[Example]:
     """The (graph, cluster) examples of teachers: environments without a prior, the
     teachers' actions and the decisions' weights (:func:`changed_weights` with
@@ -436,7 +438,9 @@ def make_examples(
     Several teachers of one (graph, cluster) give one example, the fastest's. For a
     network with a move head (``config.policy.move_head``), each example's move labels
     are simulated here (:func:`hlo_go.rl.moves.label_moves` from the best heuristic's
-    decisions, the teacher's start, rerun by name: a few hundred simulations per example).
+    decisions, the teacher's start, rerun by name: a few hundred simulations per example),
+    or, where ``move_bases`` maps the example's label (``graph@cluster``) to decisions, from
+    those (:func:`decode_bases`: the network's own decode, where its climb starts).
 
     Raises:
       ValueError: no teachers, or a cluster with more devices than ``config.max_devices``.
@@ -472,7 +476,10 @@ def make_examples(
         size = env.inputs.bucket[0]
         move_target = move_mask = np.zeros(size, np.float32)
         if moves:
-            _, base = prior_decisions(graph, cluster, teacher.best_heuristic)
+            if move_bases is not None and job.label in move_bases:
+                base = move_bases[job.label]
+            else:
+                _, base = prior_decisions(graph, cluster, teacher.best_heuristic)
             labels = label_moves(graph, cluster, base.validate(graph, cluster.num_devices))
             target, mask = move_target_distribution(labels, graph)
             move_target, move_mask = env.inputs.to_positions(target), env.inputs.to_positions(mask)
@@ -480,6 +487,70 @@ def make_examples(
             Example(job.label, teacher, env, actions, weights, loss_weights, move_target, move_mask)
         )
     return examples
+
+
+def decode_bases(
+    checkpoint: Checkpoint,
+    teachers: Sequence[Teacher],
+    *,
+    graphs: Mapping[str, OpGraph] | None = None,
+    progress: bool = False,
+) -> dict[str, Decisions]:
+    """Where the network's climb starts on each teacher's (graph, cluster): the best of its
+    greedy decisions and confidence cuts (:func:`hlo_go.rl.infer` without moves), by
+    example label (``graph@cluster``)."""
+    loaded: dict[str, OpGraph] = dict(graphs or {})
+    bases = {}
+    for teacher in tqdm(_fastest_per_pair(teachers), desc="own decodes", disable=not progress):
+        job = teacher.job
+        if job.graph not in loaded:
+            loaded[job.graph] = job_graph(job)
+        cluster = get_cluster(job.cluster)
+        bases[job.label] = infer(checkpoint, loaded[job.graph], cluster, moves=0).decisions
+    return bases
+
+
+def refine_moves(
+    checkpoint: Checkpoint,
+    teachers: Sequence[Teacher],
+    *,
+    steps: int,
+    graphs: Mapping[str, OpGraph] | None = None,
+    seed: int = 0,
+    progress: bool = False,
+    out_dir: str | Path | None = None,
+    learning_rate: float = 1e-3,
+) -> ImitationResult:
+    """Teaches a network's move head the moves that pay from its own decode.
+
+    The head is first taught single moves from the best heuristic's decisions, but the
+    decode climbs from the network's own (greedy and cuts), which differ most where the
+    network is weakest. As in DAgger, the states the decode visits are labeled: ``steps``
+    more imitation steps from ``checkpoint`` on the same teachers' decisions, with move
+    labels simulated from :func:`decode_bases`.
+
+    Args:
+      checkpoint: an imitation checkpoint of a network with a move head.
+      teachers: its teachers (or any others).
+      steps: imitation steps (from the checkpoint's parameters, with a fresh optimizer).
+      graphs: graph name -> OpGraph for teachers whose graph is not a corpus name.
+      seed: the order of the examples.
+      progress: progress bars.
+      out_dir: run directory (:func:`train_imitation`).
+      learning_rate: Adam's learning rate.
+
+    Raises:
+      ValueError: the network has no move head.
+    """
+    if not checkpoint.config.policy.move_head:
+        raise ValueError("refine_moves needs a network with a move head")
+    bases = decode_bases(checkpoint, teachers, graphs=graphs, progress=progress)
+    changed_share = float(checkpoint.meta.get("imitation", {}).get("changed_share", CHANGED_SHARE))
+    return train_imitation(
+        teachers, checkpoint.config, steps=steps, graphs=graphs, seed=seed, progress=progress,
+        out_dir=out_dir, learning_rate=learning_rate, changed_share=changed_share,
+        init=checkpoint, move_bases=bases,
+    )  # fmt: skip
 
 
 def _check_config(config: TrainConfig) -> None:
@@ -498,6 +569,8 @@ def _meta(
     max_grad_norm: float,
     changed_share: float,
     move_weight: float,
+    init: Checkpoint | None = None,
+    move_bases: Mapping[str, Decisions] | None = None,
 ) -> dict[str, Any]:
     clusters = sorted({e.env.cluster.name for e in examples})
     return {
@@ -513,6 +586,8 @@ def _meta(
             "max_grad_norm": float(max_grad_norm),
             "changed_share": float(changed_share),
             "move_weight": float(move_weight),
+            "init_step": None if init is None else int(init.step),
+            "move_labels_from": "best heuristic" if move_bases is None else "given decisions",
         },
     }
 
@@ -559,6 +634,8 @@ def train_imitation(
     max_grad_norm: float = 1.0,
     changed_share: float = CHANGED_SHARE,
     move_weight: float = MOVE_WEIGHT,
+    init: Checkpoint | None = None,
+    move_bases: Mapping[str, Decisions] | None = None,
 ) -> ImitationResult:
     """Trains the GO network to decide as the teachers did (module docstring).
 
@@ -583,6 +660,10 @@ def train_imitation(
         teacher changed from the best heuristic (:func:`changed_weights`; 0: all alike).
       move_weight: with a move head (``config.policy.move_head``), the weight of its
         listwise loss on simulated single moves (:func:`move_loss`).
+      init: a checkpoint whose parameters training starts from (its network's settings,
+        ``config.policy``, must be ``config``'s); None: fresh parameters.
+      move_bases: example label (``graph@cluster``) -> the decisions its move labels are
+        simulated from (default: the best heuristic's); see :func:`refine_moves`.
 
     Returns:
       The :class:`ImitationResult`.
@@ -594,18 +675,23 @@ def train_imitation(
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
     _check_config(config)
+    if init is not None and init.config.policy != config.policy:
+        raise ValueError("init's network settings (config.policy) differ from config's")
     examples = make_examples(
-        teachers, config, graphs=graphs, changed_share=changed_share, progress=progress
-    )
+        teachers, config, graphs=graphs, changed_share=changed_share, progress=progress,
+        move_bases=move_bases,
+    )  # fmt: skip
     move_weight = float(move_weight) if config.policy.move_head else 0.0
     imitator = imitator_for(config, learning_rate, max_grad_norm, move_weight)
     optimizer = imitator.optimizer
     agent = agent_for(config)  # its greedy decode and init are PPO's (compiled once)
     params = agent.policy.init(jax.random.key(seed), examples[0].env.inputs, config.max_devices)
+    if init is not None:
+        params = restore_params(params, init.params)
     opt_state = optimizer.init(params)
     meta = _meta(
         examples, seed=seed, learning_rate=learning_rate, max_grad_norm=max_grad_norm,
-        changed_share=changed_share, move_weight=move_weight,
+        changed_share=changed_share, move_weight=move_weight, init=init, move_bases=move_bases,
     )  # fmt: skip
     out = Path(out_dir) if out_dir is not None else None
     start, elapsed = 0, 0.0
