@@ -119,11 +119,16 @@ def training_graphs(held_out: str, *, per_family: int, max_nodes: int) -> list[s
     return chosen
 
 
-def held_out_graphs(family: str, *, max_nodes: int) -> list[str]:
-    """The held-out family's base graphs with at most ``max_nodes`` nodes."""
+def held_out_graphs(family: str, *, max_nodes: int, smallest: bool = False) -> list[str]:
+    """The held-out family's base graphs with at most ``max_nodes`` nodes (``smallest``:
+    its smallest base graph where it has none that small)."""
     from hlo_go import corpus
 
-    return [n for n in corpus.names(split="base", family=family) if _nodes(n) <= max_nodes]
+    names = corpus.names(split="base", family=family)
+    chosen = [n for n in names if _nodes(n) <= max_nodes]
+    if not chosen and smallest and names:
+        chosen = [min(names, key=_nodes)]
+    return chosen
 
 
 def run_fold(family: str, args: Any, store: Path) -> dict[str, Any]:
@@ -138,7 +143,9 @@ def run_fold(family: str, args: Any, store: Path) -> dict[str, Any]:
     from hlo_go.sim import get_cluster, simulate
 
     train = training_graphs(family, per_family=args.per_family, max_nodes=args.max_nodes)
-    test = held_out_graphs(family, max_nodes=args.max_held_out_nodes)
+    test = held_out_graphs(
+        family, max_nodes=args.max_held_out_nodes, smallest=args.smallest_held_out
+    )
     if not test:
         raise SystemExit(
             f"error: family {family!r} has no base graph <= {args.max_held_out_nodes} nodes"
@@ -420,6 +427,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     p.add_argument("--per-family", type=int, default=PER_FAMILY)
     p.add_argument("--max-nodes", type=int, default=MAX_NODES)
     p.add_argument("--max-held-out-nodes", type=int, default=MAX_HELD_OUT_NODES)
+    p.add_argument(
+        "--smallest-held-out",
+        action="store_true",
+        help="a family with no base graph <= --max-held-out-nodes is judged on its smallest",
+    )
     p.add_argument("--workers", type=int, default=1, help="teacher processes")
     p.add_argument(
         "--changed-share",

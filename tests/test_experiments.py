@@ -58,6 +58,7 @@ def test_generalization_quick(tmp_path: Path):
     assert data["cluster"] == "v100x4" and list(data["clusters"]) == ["v100x4", "h100x8"]
     trained, reused = (data["clusters"][c]["folds"][0] for c in ("v100x4", "h100x8"))
     assert trained["family"] == "gnmt" and trained["imitation_steps"] > 0
+    assert trained["refine_moves_steps"] == generalization.QUICK["refine_moves"]
     assert not any(g.startswith("gnmt") for g in trained["training_graphs"])
     assert reused["checkpoint"].endswith("gnmt.msgpack")  # one network for both clusters
     for name, summary in data["clusters"].items():
