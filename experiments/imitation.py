@@ -194,7 +194,8 @@ def run_fold(family: str, args: Any, store: Path) -> dict[str, Any]:
                 "imitation_s": result.seconds,
                 "train_agreement_mean": C.mean(list(result.agreement.values())),
             }
-        else:
+        else:  # what the reused network was taught on, not what this run would teach
+            train = sorted({g.split("@")[0] for g in _listed(ckpt.meta.get("graphs", []))})
             record = {"checkpoint": str(reused), "imitation_steps": ckpt.step}
         if args.refine_moves:
             ckpt = _refined(ckpt, args, store, Path(work) / "refined")

@@ -175,6 +175,8 @@ def test_imitation_quick(tmp_path: Path):
     flags_zero = [*flags, "--finetune-steps", "0", "--checkpoints", str(stand_in)]
     third = imitation.main([*flags_zero, "--out", str(tmp_path / "3"), "--stand-in", "other"])
     assert third["folds"][0]["checkpoint"] == str(stand_in / "other.msgpack")
+    # a reused network's fold names the graphs it was taught on
+    assert set(third["folds"][0]["training_graphs"]) == set(fold["training_graphs"])
     assert (
         third["rows"][0]["greedy+cuts+1 moves vs best heuristic"]
         == (data["rows"][0]["greedy+cuts+1 moves vs best heuristic"])

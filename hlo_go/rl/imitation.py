@@ -23,6 +23,11 @@ some others) from the best heuristic's decisions (:func:`hlo_go.rl.moves.label_m
 and ``move_weight`` × :func:`move_loss`, a listwise cross-entropy of the head's scores
 against ``softmax(gain / T)``, is added to ``L``.
 
+:func:`refine_moves` continues training from a checkpoint with the move labels simulated
+from the network's own decode (:func:`decode_bases`: its greedy decisions and confidence
+cuts, where its climb starts) instead of the best heuristic's, as DAgger labels the states
+the learner visits.
+
 There is no heuristic-prior input: the network's own decisions are what is taught and
 measured (the prior is an ablation of PPO training, :mod:`hlo_go.rl.prior`).
 
