@@ -38,7 +38,9 @@ tiny settings, a few minutes).
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
+import multiprocessing
 import sys
 import tempfile
 import time
@@ -114,6 +116,15 @@ def _imitation_argv(args: Any, cluster: str, families: Sequence[str], work: Path
             "--per-family", str(PER_FAMILY), "--max-nodes", str(MAX_NODES),
         ]  # fmt: skip
     return argv
+
+
+def run_imitation(argv: Sequence[str]) -> dict[str, Any]:
+    """``experiments/imitation.py argv`` in a fresh process; returns its result. Each run's
+    XLA executables (the network's buckets, every graph's searches) go with its process:
+    one process running every cluster's folds in turn can run out of memory maps."""
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
+        return pool.submit(imitation.main, list(argv)).result()
 
 
 def _cluster_summary(result: dict[str, Any], moves: int) -> dict[str, Any]:
@@ -312,7 +323,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             else:
                 run += ["--keep", str(nets), "--train-clusters", *train_clusters]
                 run += ["--refine-moves", str(args.refine_moves)]
-            clusters[cluster] = _cluster_summary(imitation.main(run), args.moves)
+            clusters[cluster] = _cluster_summary(run_imitation(run), args.moves)
         finetuned = None
         tunable, _ = evaluable(families, args.max_finetune_nodes)
         if args.finetune_steps and tunable:
@@ -322,7 +333,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             run[run.index("--max-held-out-nodes") + 1] = str(args.max_finetune_nodes)
             run += ["--hdp-evaluations", "0", "--checkpoints", str(nets)]
             run += ["--stand-in", args.stand_in]
-            finetuned = _finetune_summary(imitation.main(run))
+            finetuned = _finetune_summary(run_imitation(run))
     primary = clusters[args.clusters[0]]
     decide = decide_time()
     headline = {
