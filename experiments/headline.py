@@ -100,7 +100,9 @@ CLAIMS: tuple[tuple[str, str, str, Callable[[dict[str, Any]], str]], ...] = (
         "generalization",
         lambda r: (
             f"{_pct(r.get('finetuned_vs_best_heuristic_geomean'))}, "
-            f"{_fmt(r.get('finetuned_fraction_of_sa_gain'))} of SA's gain"
+            f"{_fmt(r.get('finetuned_fraction_of_sa_gain'))} of SA's gain "
+            f"({r.get('finetuned', {}).get('held_out_graphs')} graphs of at most "
+            f"{r.get('settings', {}).get('max_finetune_nodes')} nodes)"
         ),
     ),
     (

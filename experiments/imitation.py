@@ -197,6 +197,8 @@ def run_fold(family: str, args: Any, store: Path) -> dict[str, Any]:
         else:  # what the reused network was taught on, not what this run would teach
             train = sorted({g.split("@")[0] for g in _listed(ckpt.meta.get("graphs", []))})
             record = {"checkpoint": str(reused), "imitation_steps": ckpt.step}
+            if ckpt.meta.get("imitation", {}).get("init_step") is not None:  # refined
+                record["refined_from_step"] = ckpt.meta["imitation"]["init_step"]
         if args.refine_moves:
             ckpt = _refined(ckpt, args, store, Path(work) / "refined")
             record["refine_moves_steps"] = args.refine_moves
