@@ -37,6 +37,26 @@ def parser(description: str) -> argparse.ArgumentParser:
     return p
 
 
+def add_teacher_store(p: argparse.ArgumentParser) -> None:
+    """``--store``: the resumable teacher store (default ``~/.cache/hlo-go/teachers``)."""
+    p.add_argument(
+        "--store",
+        type=Path,
+        default=Path.home() / ".cache" / "hlo-go" / "teachers",
+        help="teacher store (resumable)",
+    )
+
+
+def apply_quick(
+    p: argparse.ArgumentParser, args: argparse.Namespace, quick: dict[str, Any]
+) -> None:
+    """With ``--quick``, each setting of ``quick`` left at its default takes its quick value."""
+    if args.quick:
+        for name, value in quick.items():
+            if getattr(args, name) == p.get_default(name):
+                setattr(args, name, value)
+
+
 def log(name: str, message: str) -> None:
     """A timestamped progress line."""
     print(f"[{name} {time.strftime('%H:%M:%S')}] {message}", flush=True)

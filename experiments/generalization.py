@@ -291,17 +291,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         help="training: steps teaching the move head from the network's own decode",
     )
     p.add_argument("--workers", type=int, default=2, help="teacher processes")
-    p.add_argument(
-        "--store",
-        type=Path,
-        default=Path.home() / ".cache" / "hlo-go" / "teachers",
-        help="teacher store (resumable)",
-    )
+    C.add_teacher_store(p)
     args = p.parse_args(argv)
-    if args.quick:
-        for name, value in QUICK.items():
-            if getattr(args, name) == p.get_default(name):
-                setattr(args, name, value)
+    C.apply_quick(p, args, QUICK)
     if not 0 <= args.finetune_steps <= 50:
         p.error("--finetune-steps must be between 0 and 50")
     families = list(args.held_out)

@@ -490,17 +490,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         help="also run HDP (placement only, on the best heuristic's fusion and schedule) "
         "with this many evaluations on each held-out graph (0: not run)",
     )
-    p.add_argument(
-        "--store",
-        type=Path,
-        default=Path.home() / ".cache" / "hlo-go" / "teachers",
-        help="teacher store (resumable)",
-    )
+    C.add_teacher_store(p)
     args = p.parse_args(argv)
-    if args.quick:
-        for name, value in QUICK.items():
-            if getattr(args, name) == p.get_default(name):
-                setattr(args, name, value)
+    C.apply_quick(p, args, QUICK)
     folds = [run_fold(f, args, args.store) for f in args.held_out]
     rows = [{"family": f["family"], **r} for f in folds for r in f["rows"]]
     greedy = [r["greedy vs best heuristic"] for r in rows]

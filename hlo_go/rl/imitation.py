@@ -549,10 +549,14 @@ def refine_moves(
     """
     if not checkpoint.config.policy.move_head:
         raise ValueError("refine_moves needs a network with a move head")
-    bases = decode_bases(checkpoint, teachers, graphs=graphs, progress=progress)
+    loaded = dict(graphs or {})  # each graph built once, for the decodes and the examples
+    for teacher in teachers:
+        if teacher.job.graph not in loaded:
+            loaded[teacher.job.graph] = job_graph(teacher.job)
+    bases = decode_bases(checkpoint, teachers, graphs=loaded, progress=progress)
     changed_share = float(checkpoint.meta.get("imitation", {}).get("changed_share", CHANGED_SHARE))
     return train_imitation(
-        teachers, checkpoint.config, steps=steps, graphs=graphs, seed=seed, progress=progress,
+        teachers, checkpoint.config, steps=steps, graphs=loaded, seed=seed, progress=progress,
         out_dir=out_dir, learning_rate=learning_rate, changed_share=changed_share,
         init=checkpoint, move_bases=bases,
     )  # fmt: skip
