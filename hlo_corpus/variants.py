@@ -82,21 +82,34 @@ def _spec(family: str, variant: str, config: dict, *, form: str = "none") -> Gra
 
 
 def _inception() -> list[GraphSpec]:
+    """(A, C, E) block counts x width; image size and batch alternate. The full network's
+    variants keep the names they had before the block counts were a knob."""
     out = []
-    for width, image, batch in product((0.25, 0.375, 0.5, 0.75, 1.0), (149, 224), (8, 16)):
+    grid = product(((1, 1, 1), (2, 1, 1), (1, 2, 1), (2, 2, 1), (3, 4, 2)), (0.25, 0.5, 0.75, 1.0))
+    for i, (blocks, width) in enumerate(grid):
+        image, batch = (149, 224)[i % 2], (8, 16)[(i // 2) % 2]
+        config: dict[str, Any] = {"width": width, "image": image, "batch": batch}
         variant = f"m{round(width * 1000)}_i{image}_b{batch}"
-        out.append(_spec("inception_v3", variant, {"width": width, "image": image, "batch": batch}))
+        if blocks != (3, 4, 2):
+            config["blocks"] = list(blocks)
+            variant = "a{}c{}e{}_".format(*blocks) + variant
+        out.append(_spec("inception_v3", variant, config))
     return out
 
 
 def _amoebanet() -> list[GraphSpec]:
+    """(stages, normal cells per stage) x filters; batch alternates. Three-stage
+    variants keep the names they had before the stage count was a knob."""
     out = []
-    for (ci, cells), (fi, filters) in product(
-        enumerate((1, 2, 3, 4)), enumerate((16, 24, 32, 40, 48))
-    ):
-        batch = (16, 32)[(ci + fi) % 2]
-        config = {"cells": cells, "filters": filters, "batch": batch}
-        out.append(_spec("amoebanet", f"n{cells}_f{filters}_b{batch}", config))
+    grid = product(((1, 2), (1, 3), (2, 1), (2, 2), (3, 1)), (16, 24, 32, 40))
+    for i, ((stages, cells), filters) in enumerate(grid):
+        batch = (16, 32)[i % 2]
+        config: dict[str, Any] = {"cells": cells, "filters": filters, "batch": batch}
+        variant = f"n{cells}_f{filters}_b{batch}"
+        if stages != 3:
+            config["stages"] = stages
+            variant = f"s{stages}_{variant}"
+        out.append(_spec("amoebanet", variant, config))
     return out
 
 

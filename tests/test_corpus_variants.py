@@ -168,3 +168,38 @@ def test_cache_index_keeps_entries_of_other_specs(built, tmp_path):
         tmp_path, {}, index_only=False, order=[SMALL], keep_unknown=True
     )
     assert list(merged["graphs"]) == [SMALL, "zz_from_another_checkout"]
+
+
+def _param_names(model, image: int) -> set[str]:
+    import jax
+    import jax.numpy as jnp
+
+    shapes = jax.eval_shape(model.init, jax.random.key(0), jnp.zeros((1, image, image, 3)))
+    return set(shapes["params"])
+
+
+def test_inception_blocks_and_amoebanet_stages_shape_the_network():
+    from hlo_corpus.models import amoebanet, inception
+
+    names = _param_names(inception.InceptionV3(0.25, 10, (1, 2, 1)), 149)
+    mixed = sorted(n for n in names if n.startswith("mixed_"))
+    assert mixed == ["mixed_5b", "mixed_6a", "mixed_6b", "mixed_6c", "mixed_7a", "mixed_7b"]
+    full = _param_names(inception.InceptionV3(0.25, 10), 149)
+    assert len([n for n in full if n.startswith("mixed_")]) == 3 + 1 + 4 + 1 + 2
+    # stages 2, one normal cell each: normal, reduction, normal
+    cells = sorted(n for n in _param_names(amoebanet.AmoebaNet(1, 8, 10, 2), 32) if "cell" in n)
+    assert cells == ["cell_0", "cell_1", "cell_2"]
+    with pytest.raises(ValueError, match="blocks"):
+        inception.make("x", "small", {"blocks": [4, 1, 1]})
+    with pytest.raises(ValueError, match="stages"):
+        amoebanet.make("x", "n2_f16", {"stages": 0})
+
+
+def test_every_family_has_variants_of_training_size():
+    """Inception-v3 and AmoebaNet have variants with fewer blocks, cells or stages, so a
+    fold holding out any family still trains on the other eight."""
+    small = {
+        "inception_v3": [s for s in specs("variants") if s.config.get("blocks") == [1, 1, 1]],
+        "amoebanet": [s for s in specs("variants") if s.config.get("stages") == 1],
+    }
+    assert all(len(v) >= 4 for v in small.values()), small

@@ -1,6 +1,7 @@
 """AmoebaNet-A (Real et al., 2019): a NASNet-style network of evolved normal and
 reduction cells, CIFAR layout (stem, N normal cells, reduction, N normal, reduction,
-N normal), scaled down.
+N normal), scaled down. The config key ``stages`` (default 3) keeps the first 1-3
+stages.
 
 Each cell reads the two previous cells' outputs, squares them to ``filters``
 channels, then builds five hidden states, each the sum of two operations on
@@ -164,25 +165,27 @@ class Cell(nn.Module):
 
 
 class AmoebaNet(nn.Module):
-    """Stem, three stages of ``cells`` normal cells with a reduction cell between
+    """Stem, ``stages`` stages of ``cells`` normal cells with a reduction cell between
     stages (doubling ``filters``), ReLU, global average pool, classifier.
 
     Attributes:
       cells: normal cells per stage.
       filters: first stage's filters.
       classes: number of classes.
+      stages: how many stages (1-3).
     """
 
     cells: int
     filters: int
     classes: int
+    stages: int = 3
 
     @nn.compact
     def __call__(self, images: jax.Array) -> jax.Array:
         x = ConvBN(3 * self.filters, (3, 3), relu=False, name="stem")(images)
         prev, prev_prev = x, x
         filters, index = self.filters, 0
-        for stage in range(3):
+        for stage in range(self.stages):
             if stage > 0:
                 filters *= 2
                 out = Cell(filters, True, name=f"cell_{index}")(prev, prev_prev)
@@ -197,7 +200,10 @@ class AmoebaNet(nn.Module):
 def make(name: str, variant: str, overrides: dict | None = None) -> StepAndArgs:
     """The AmoebaNet training step of ``variant`` (``overrides`` replace its config keys)."""
     cfg = {**VARIANTS[variant], **(overrides or {})}
-    model = AmoebaNet(cfg["cells"], cfg["filters"], cfg["classes"])
+    stages = int(cfg.get("stages", 3))
+    if not 1 <= stages <= 3:
+        raise ValueError(f"stages {stages} must be 1, 2 or 3")
+    model = AmoebaNet(cfg["cells"], cfg["filters"], cfg["classes"], stages)
     batch = {
         "images": spec((cfg["batch"], cfg["image"], cfg["image"], 3)),
         "labels": spec((cfg["batch"],), "int32"),

@@ -1,6 +1,7 @@
 """Inception-v3 (Szegedy et al., 2016) with a width multiplier: the stem, 3 × A,
 reduction B, 4 × C (factorized 7×7), reduction D, 2 × E (expanded filter banks),
-the auxiliary classifier, label smoothing and RMSProp."""
+the auxiliary classifier, label smoothing and RMSProp. The config key ``blocks``
+(default ``(3, 4, 2)``) sets how many A, C and E blocks a variant has."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ import optax
 from hlo_corpus.layers import ConvBN
 from hlo_corpus.workload import StepAndArgs, Workload, spec, training_step
 
+# Inception-v3's A, C and E block counts.
+BLOCKS = (3, 4, 2)
 VARIANTS: dict[str, dict] = {
     "small": {"width": 0.25, "image": 149, "batch": 8, "classes": 1000},
     "base": {"width": 0.5, "image": 299, "batch": 8, "classes": 1000},
@@ -121,10 +124,12 @@ class InceptionV3(nn.Module):
     Attributes:
       width: channel multiplier.
       classes: number of classes.
+      blocks: how many A, C and E blocks (at most 3, 4 and 2).
     """
 
     width: float
     classes: int
+    blocks: tuple[int, int, int] = BLOCKS
 
     def channels(self, c: int) -> int:
         return max(8, int(c * self.width))
@@ -139,10 +144,11 @@ class InceptionV3(nn.Module):
         x = ConvBN(c(80), (1, 1), 1, V, name="stem_4")(x)
         x = ConvBN(c(192), (3, 3), 1, V, name="stem_5")(x)
         x = nn.max_pool(x, (3, 3), (2, 2), padding="VALID")
-        for i, pool in enumerate((32, 64, 64)):
+        a, c_blocks, e = self.blocks
+        for i, pool in enumerate((32, 64, 64)[:a]):
             x = Branches(block_a(pool), self.width, name=f"mixed_5{'bcd'[i]}")(x)
         x = Branches(BLOCK_B, self.width, name="mixed_6a")(x)
-        for i, c7 in enumerate((128, 160, 160, 192)):
+        for i, c7 in enumerate((128, 160, 160, 192)[:c_blocks]):
             x = Branches(block_c(c7), self.width, name=f"mixed_6{'bcde'[i]}")(x)
 
         aux = nn.avg_pool(x, (5, 5), (3, 3), padding="VALID")
@@ -151,7 +157,7 @@ class InceptionV3(nn.Module):
         aux_logits = nn.Dense(self.classes, name="aux_fc")(aux.reshape(aux.shape[0], -1))
 
         x = Branches(BLOCK_D, self.width, name="mixed_7a")(x)
-        for i in range(2):
+        for i in range(e):
             x = Branches(BLOCK_E, self.width, name=f"mixed_7{'bc'[i]}")(x)
         logits = nn.Dense(self.classes, name="fc")(jnp.mean(x, axis=(1, 2)))
         return logits, aux_logits
@@ -166,7 +172,10 @@ def smoothed_cross_entropy(logits: jax.Array, labels: jax.Array, smoothing: floa
 def make(name: str, variant: str, overrides: dict | None = None) -> StepAndArgs:
     """The Inception-v3 training step of ``variant`` (``overrides`` replace its config keys)."""
     cfg = {**VARIANTS[variant], **(overrides or {})}
-    model = InceptionV3(cfg["width"], cfg["classes"])
+    blocks = tuple(cfg.get("blocks", BLOCKS))
+    if len(blocks) != 3 or not all(1 <= n <= m for n, m in zip(blocks, BLOCKS, strict=True)):
+        raise ValueError(f"blocks {blocks} must be three counts of A, C, E in 1..{BLOCKS}")
+    model = InceptionV3(cfg["width"], cfg["classes"], blocks)
     batch = {
         "images": spec((cfg["batch"], cfg["image"], cfg["image"], 3)),
         "labels": spec((cfg["batch"],), "int32"),
