@@ -187,6 +187,7 @@ def run_fold(family: str, args: Any, store: Path) -> dict[str, Any]:
                 progress=True,
                 out_dir=Path(work),
                 changed_share=args.changed_share,
+                renumber_devices=args.renumber_devices,
             )
             ckpt = load_checkpoint(Path(work))
             record = {
@@ -468,6 +469,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         metavar="STEPS",
         help="with --move-head: then teach the move head from the network's own decode for "
         "STEPS more steps (hlo_go.rl.refine_moves; kept by --keep)",
+    )
+    p.add_argument(
+        "--renumber-devices",
+        action="store_true",
+        help="teach the teachers' placements with devices numbered in graph order "
+        "(hlo_go.rl.imitation.canonical_devices)",
     )
     p.add_argument(
         "--keep", type=Path, help="copy each fold's imitation checkpoint here (FAMILY.msgpack)"

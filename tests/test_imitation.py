@@ -5,6 +5,7 @@ a checkpoint that PPO fine-tuning and pre-training start from."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 
 import jax
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 
 from hlo_go.baselines.search import run_search, search_tasks_for
+from hlo_go.decisions import Decisions
 from hlo_go.gonet import TASKS, PolicyConfig
 from hlo_go.graph import build_graph
 from hlo_go.hlo import load_hlo
@@ -23,6 +25,7 @@ from hlo_go.rl import (
     TeacherStoreError,
     TrainConfig,
     agent_for,
+    canonical_devices,
     finetune,
     imitation_loss,
     load_checkpoint,
@@ -265,6 +268,38 @@ def test_teacher_actions_invert_env_decisions(teachers, graphs):
     env = GraphEnv(graphs["cnn"], get_cluster("v100x4"), TINY, ("fusion",))
     actions = teacher_actions(env, teachers[0].decisions)
     np.testing.assert_array_equal(actions["placement"], env.fixed_actions["placement"])
+
+
+def test_canonical_devices_number_parts_in_graph_order(graphs):
+    graph, cluster = graphs["cnn"], get_cluster("v100x4")
+    order = np.asarray(graph.topo_order)
+    # four parts along the topological order, numbered backwards; a decision of each kind
+    part = np.empty(graph.num_nodes, np.int32)
+    part[order] = np.arange(graph.num_nodes) * 4 // graph.num_nodes
+    base = Decisions.default(graph)
+    backwards = base._replace(placement=(3 - part).astype(np.int32))
+    renumbered = canonical_devices(graph, cluster, backwards)
+    np.testing.assert_array_equal(renumbered.placement, part)
+    got, want = simulate(graph, cluster, renumbered), simulate(graph, cluster, backwards)
+    assert got.step_time == pytest.approx(want.step_time, rel=1e-9)
+    # devices 1 and 3 unused: the used ones come first, in graph order
+    two = base._replace(placement=np.where(part < 2, 3, 1).astype(np.int32))
+    np.testing.assert_array_equal(canonical_devices(graph, cluster, two).placement, part >= 2)
+    assert canonical_devices(graph, cluster, renumbered) is renumbered  # already canonical
+    # devices that differ: renumbering would change the step time, so nothing changes
+    slow = dataclasses.replace(cluster.devices[0], peak_flops={"f32": 1e9}, matrix_flops={})
+    uneven = dataclasses.replace(cluster, devices=(slow, *cluster.devices[1:]))
+    assert canonical_devices(graph, uneven, backwards) is backwards
+
+
+def test_imitation_examples_can_renumber_the_teachers_devices(teachers, graphs):
+    config = CONFIG.replace(tasks=("placement",))
+    renumbered = make_examples(teachers[:1], config, graphs=graphs, renumber_devices=True)[0]
+    env = renumbered.env
+    want = canonical_devices(env.graph, env.cluster, teachers[0].decisions.validate(env.graph, 4))
+    back = env.decisions({t: a[None] for t, a in renumbered.actions.items()})[0]
+    np.testing.assert_array_equal(back.placement, want.placement)
+    assert len(np.unique(want.placement)) > 1  # the teacher spreads the graph
 
 
 def test_loss_jit_equals_eager_and_compiles_once_per_bucket(teachers, graphs):

@@ -23,6 +23,7 @@ Public names::
     train_imitation(teachers, config, *, steps) -> ImitationResult
                                                             imitation pre-training on teachers
     teacher_actions, teacher_agreement, imitation_loss, Imitator, make_examples, changed_weights
+    canonical_devices(graph, cluster, decisions)          a teacher's devices numbered in graph order
     move_loss                                               the move head's listwise loss
     refine_moves(checkpoint, teachers, *, steps), decode_bases
                                                             the move head taught from its own decode
@@ -63,6 +64,7 @@ from hlo_go.rl.env import GraphEnv, Scores, check_tasks
 from hlo_go.rl.imitation import (
     ImitationResult,
     Imitator,
+    canonical_devices,
     changed_weights,
     decode_bases,
     imitation_loss,
@@ -158,6 +160,7 @@ __all__ = [
     "UpdateFn",
     "agent_for",
     "best_move",
+    "canonical_devices",
     "changed_weights",
     "check_tasks",
     "climb_moves",

@@ -74,7 +74,7 @@ from hlo_go.rl.moves import label_moves, move_target_distribution
 from hlo_go.rl.prior import prior_decisions
 from hlo_go.rl.teachers import CHANGED_BITS, Teacher, check_teacher_graph, job_graph
 from hlo_go.rl.trainer import NonFiniteTrainingError, agent_for, infer
-from hlo_go.sim import get_cluster
+from hlo_go.sim import Cluster, get_cluster, simulate
 
 logger = logging.getLogger(__name__)
 
@@ -110,6 +110,42 @@ def teacher_actions(env: GraphEnv, decisions: Decisions) -> dict[str, np.ndarray
         t: (own[t] if t in env.tasks else np.asarray(env.fixed_actions[t])).astype(np.int32)
         for t in TASKS
     }
+
+
+def canonical_devices(graph: OpGraph, cluster: Cluster, decisions: Decisions) -> Decisions:
+    """``decisions`` with its devices renumbered in graph order: the device whose
+    computations start earliest becomes device 0, and so on; unused devices last.
+
+    A device starts where the first tenth of its computing nodes (flops > 0; all its
+    nodes if none compute) lies in topological order: a part of a training step holds its
+    layers' forward ops early and their gradients late, so its mean position says little,
+    while its first tenth follows the forward pass.
+
+    Search teachers that start from a graph partition (METIS) number their parts
+    arbitrarily, so two graphs of one family can put their first layers on different
+    devices, and a network imitating them sees alike nodes labelled with any device. On a
+    cluster whose devices and links are alike, renumbering changes nothing simulated;
+    where it would change the simulated step time or memory, the decisions come back
+    unchanged.
+    """
+    placement = np.asarray(decisions.placement)
+    rank = np.empty(graph.num_nodes, np.int64)
+    rank[np.asarray(graph.topo_order)] = np.arange(graph.num_nodes)
+    computes = np.asarray(graph.flops) > 0
+    start = {}
+    for device in np.unique(placement):
+        mine = placement == device
+        chosen = mine & computes if (mine & computes).any() else mine
+        start[int(device)] = float(np.percentile(rank[chosen], 10))
+    order = sorted(range(cluster.num_devices), key=lambda d: (d not in start, start.get(d, 0), d))
+    new_id = np.empty(cluster.num_devices, np.int64)
+    new_id[order] = np.arange(cluster.num_devices)
+    if np.array_equal(new_id, np.arange(cluster.num_devices)):
+        return decisions
+    renumbered = decisions._replace(placement=new_id[placement].astype(placement.dtype))
+    before, after = simulate(graph, cluster, decisions), simulate(graph, cluster, renumbered)
+    same = after.oom == before.oom and np.isclose(after.step_time, before.step_time, rtol=1e-9)
+    return renumbered if same else decisions
 
 
 def imitation_loss(
@@ -435,6 +471,7 @@ def make_examples(
     changed_share: float = CHANGED_SHARE,
     progress: bool = False,
     move_bases: Mapping[str, Decisions] | None = None,
+    renumber_devices: bool = False,
 ) -> list[Example]:
     """The (graph, cluster) examples of teachers: environments without a prior, the
     teachers' actions and the decisions' weights (:func:`changed_weights` with
@@ -446,6 +483,7 @@ def make_examples(
     decisions, the teacher's start, rerun by name: a few hundred simulations per example),
     or, where ``move_bases`` maps the example's label (``graph@cluster``) to decisions, from
     those (:func:`decode_bases`: the network's own decode, where its climb starts).
+    ``renumber_devices``: the teachers' placements renumbered by :func:`canonical_devices`.
 
     Raises:
       ValueError: no teachers, or a cluster with more devices than ``config.max_devices``.
@@ -475,7 +513,10 @@ def make_examples(
             graph, cluster, config.policy, config.tasks, name=job.label,
             reward_config=config.reward,
         )  # fmt: skip
-        actions = teacher_actions(env, teacher.decisions)
+        taught = teacher.decisions
+        if renumber_devices:
+            taught = canonical_devices(graph, cluster, taught.validate(graph, cluster.num_devices))
+        actions = teacher_actions(env, taught)
         weights = decision_weights(env.inputs, config.tasks)
         loss_weights = changed_weights(env, teacher, weights, config.tasks, changed_share)
         size = env.inputs.bucket[0]
@@ -554,11 +595,13 @@ def refine_moves(
         if teacher.job.graph not in loaded:
             loaded[teacher.job.graph] = job_graph(teacher.job)
     bases = decode_bases(checkpoint, teachers, graphs=loaded, progress=progress)
-    changed_share = float(checkpoint.meta.get("imitation", {}).get("changed_share", CHANGED_SHARE))
+    taught = checkpoint.meta.get("imitation", {})
     return train_imitation(
         teachers, checkpoint.config, steps=steps, graphs=loaded, seed=seed, progress=progress,
-        out_dir=out_dir, learning_rate=learning_rate, changed_share=changed_share,
+        out_dir=out_dir, learning_rate=learning_rate,
+        changed_share=float(taught.get("changed_share", CHANGED_SHARE)),
         init=checkpoint, move_bases=bases,
+        renumber_devices=bool(taught.get("renumber_devices", False)),
     )  # fmt: skip
 
 
@@ -580,6 +623,7 @@ def _meta(
     move_weight: float,
     init: Checkpoint | None = None,
     move_bases: Mapping[str, Decisions] | None = None,
+    renumber_devices: bool = False,
 ) -> dict[str, Any]:
     clusters = sorted({e.env.cluster.name for e in examples})
     return {
@@ -597,6 +641,7 @@ def _meta(
             "move_weight": float(move_weight),
             "init_step": None if init is None else int(init.step),
             "move_labels_from": "best heuristic" if move_bases is None else "given decisions",
+            "renumber_devices": bool(renumber_devices),
         },
     }
 
@@ -645,6 +690,7 @@ def train_imitation(
     move_weight: float = MOVE_WEIGHT,
     init: Checkpoint | None = None,
     move_bases: Mapping[str, Decisions] | None = None,
+    renumber_devices: bool = False,
 ) -> ImitationResult:
     """Trains the GO network to decide as the teachers did (module docstring).
 
@@ -673,6 +719,8 @@ def train_imitation(
         ``config.policy``, must be ``config``'s); None: fresh parameters.
       move_bases: example label (``graph@cluster``) -> the decisions its move labels are
         simulated from (default: the best heuristic's); see :func:`refine_moves`.
+      renumber_devices: teach the teachers' placements with their devices renumbered in
+        graph order (:func:`canonical_devices`).
 
     Returns:
       The :class:`ImitationResult`.
@@ -688,7 +736,7 @@ def train_imitation(
         raise ValueError("init's network settings (config.policy) differ from config's")
     examples = make_examples(
         teachers, config, graphs=graphs, changed_share=changed_share, progress=progress,
-        move_bases=move_bases,
+        move_bases=move_bases, renumber_devices=renumber_devices,
     )  # fmt: skip
     move_weight = float(move_weight) if config.policy.move_head else 0.0
     imitator = imitator_for(config, learning_rate, max_grad_norm, move_weight)
@@ -701,6 +749,7 @@ def train_imitation(
     meta = _meta(
         examples, seed=seed, learning_rate=learning_rate, max_grad_norm=max_grad_norm,
         changed_share=changed_share, move_weight=move_weight, init=init, move_bases=move_bases,
+        renumber_devices=renumber_devices,
     )  # fmt: skip
     out = Path(out_dir) if out_dir is not None else None
     start, elapsed = 0, 0.0
