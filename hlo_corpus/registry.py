@@ -56,7 +56,7 @@ _MAKERS: dict[str, Callable[[str, dict[str, Any]], StepAndArgs]] = {
 # family -> the defaults a spec's config may override.
 _DEFAULTS: dict[str, Callable[[], dict[str, Any]]] = {
     "inception_v3": lambda: {**inception.VARIANTS["base"], "blocks": list(inception.BLOCKS)},
-    "amoebanet": lambda: {**amoebanet.VARIANTS["n2_f16"], "stages": 3},
+    "amoebanet": lambda: {**amoebanet.VARIANTS["n2_f16"], "stages": amoebanet.STAGES},
     "rnnlm": lambda: {**rnnlm.CONFIG, "layers": 0},
     "gnmt": lambda: {**gnmt.CONFIG, "layers": 0},
     "transformer_xl": lambda: {**transformer_xl.CONFIG, "layers": 0},

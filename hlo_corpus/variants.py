@@ -40,6 +40,10 @@ FAMILIES = (
     "bert",
     "resnet",
 )
+# The full networks' Inception-v3 (A, C, E) blocks and AmoebaNet stages (the models'
+# BLOCKS and STAGES; repeated here so that listing specs needs no JAX).
+INCEPTION_BLOCKS = (3, 4, 2)
+AMOEBANET_STAGES = 3
 # ResNet depth -> bottleneck blocks per stage.
 RESNET_STAGES = {14: (1, 1, 1, 1), 26: (2, 2, 2, 2), 50: (3, 4, 6, 3), 101: (3, 4, 23, 3)}
 
@@ -85,12 +89,13 @@ def _inception() -> list[GraphSpec]:
     """(A, C, E) block counts x width; image size and batch alternate. The full network's
     variants keep the names they had before the block counts were a knob."""
     out = []
-    grid = product(((1, 1, 1), (2, 1, 1), (1, 2, 1), (2, 2, 1), (3, 4, 2)), (0.25, 0.5, 0.75, 1.0))
+    blocks_grid = ((1, 1, 1), (2, 1, 1), (1, 2, 1), (2, 2, 1), INCEPTION_BLOCKS)
+    grid = product(blocks_grid, (0.25, 0.5, 0.75, 1.0))
     for i, (blocks, width) in enumerate(grid):
         image, batch = (149, 224)[i % 2], (8, 16)[(i // 2) % 2]
         config: dict[str, Any] = {"width": width, "image": image, "batch": batch}
         variant = f"m{round(width * 1000)}_i{image}_b{batch}"
-        if blocks != (3, 4, 2):
+        if blocks != INCEPTION_BLOCKS:
             config["blocks"] = list(blocks)
             variant = "a{}c{}e{}_".format(*blocks) + variant
         out.append(_spec("inception_v3", variant, config))
@@ -101,12 +106,12 @@ def _amoebanet() -> list[GraphSpec]:
     """(stages, normal cells per stage) x filters; batch alternates. Three-stage
     variants keep the names they had before the stage count was a knob."""
     out = []
-    grid = product(((1, 2), (1, 3), (2, 1), (2, 2), (3, 1)), (16, 24, 32, 40))
+    grid = product(((1, 2), (1, 3), (2, 1), (2, 2), (AMOEBANET_STAGES, 1)), (16, 24, 32, 40))
     for i, ((stages, cells), filters) in enumerate(grid):
         batch = (16, 32)[i % 2]
         config: dict[str, Any] = {"cells": cells, "filters": filters, "batch": batch}
         variant = f"n{cells}_f{filters}_b{batch}"
-        if stages != 3:
+        if stages != AMOEBANET_STAGES:
             config["stages"] = stages
             variant = f"s{stages}_{variant}"
         out.append(_spec("amoebanet", variant, config))

@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 from hlo_corpus.registry import all_workloads, extra_workloads
-from hlo_corpus.variants import FAMILIES, get_spec, specs
+from hlo_corpus.variants import AMOEBANET_STAGES, FAMILIES, INCEPTION_BLOCKS, get_spec, specs
 from hlo_go import corpus, corpus_build
 from hlo_go.cli import main
 from hlo_go.graph import OpGraph, build_graph
@@ -189,6 +189,7 @@ def test_inception_blocks_and_amoebanet_stages_shape_the_network():
     # stages 2, one normal cell each: normal, reduction, normal
     cells = sorted(n for n in _param_names(amoebanet.AmoebaNet(1, 8, 10, 2), 32) if "cell" in n)
     assert cells == ["cell_0", "cell_1", "cell_2"]
+    assert (inception.BLOCKS, amoebanet.STAGES) == (INCEPTION_BLOCKS, AMOEBANET_STAGES)
     with pytest.raises(ValueError, match="blocks"):
         inception.make("x", "small", {"blocks": [4, 1, 1]})
     with pytest.raises(ValueError, match="stages"):

@@ -39,6 +39,8 @@ REDUCTION_OPS = (
 )  # fmt: skip
 REDUCTION_INPUTS = (1, 0, 0, 2, 1, 0, 4, 0, 1, 0)
 
+# Stages of the full network (each but the first opens with a reduction cell).
+STAGES = 3
 VARIANTS: dict[str, dict] = {
     "n2_f16": {"cells": 2, "filters": 16, "image": 32, "batch": 32, "classes": 10},
     "n6_f36": {"cells": 6, "filters": 36, "image": 32, "batch": 32, "classes": 10},
@@ -178,7 +180,7 @@ class AmoebaNet(nn.Module):
     cells: int
     filters: int
     classes: int
-    stages: int = 3
+    stages: int = STAGES
 
     @nn.compact
     def __call__(self, images: jax.Array) -> jax.Array:
@@ -200,8 +202,8 @@ class AmoebaNet(nn.Module):
 def make(name: str, variant: str, overrides: dict | None = None) -> StepAndArgs:
     """The AmoebaNet training step of ``variant`` (``overrides`` replace its config keys)."""
     cfg = {**VARIANTS[variant], **(overrides or {})}
-    stages = int(cfg.get("stages", 3))
-    if not 1 <= stages <= 3:
+    stages = int(cfg.get("stages", STAGES))
+    if not 1 <= stages <= STAGES:
         raise ValueError(f"stages {stages} must be 1, 2 or 3")
     model = AmoebaNet(cfg["cells"], cfg["filters"], cfg["classes"], stages)
     batch = {

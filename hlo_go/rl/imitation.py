@@ -135,7 +135,9 @@ def canonical_devices(graph: OpGraph, cluster: Cluster, decisions: Decisions) ->
     start = {}
     for device in np.unique(placement):
         mine = placement == device
-        chosen = mine & computes if (mine & computes).any() else mine
+        chosen = mine & computes
+        if not chosen.any():
+            chosen = mine
         start[int(device)] = float(np.percentile(rank[chosen], 10))
     order = sorted(range(cluster.num_devices), key=lambda d: (d not in start, start.get(d, 0), d))
     new_id = np.empty(cluster.num_devices, np.int64)
