@@ -223,11 +223,11 @@ def test_gpu_check_merge_keeps_earlier_items(tmp_path: Path) -> None:
     assert earlier_items(path, "cpu_dry_run") == {"items": {}, "calibration": None, "runs": []}
 
 
-def test_lowering_on_a_gpu_is_refused_before_xla_and_the_decorator_keeps_jax_jit(
+def test_lowering_on_an_unsupported_platform_is_refused_and_the_decorator_keeps_jax_jit(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """XLA:GPU's verifier rejects lowered modules (and can abort the process), so lowering
-    there is refused with a named error, and the decorator keeps jax.jit's executable."""
+    """Where lowering is not built (a TPU; here the CPU made to look like one), it is
+    refused before XLA with a named error, and the decorator keeps jax.jit's executable."""
     import hlo_go
     from hlo_go.xla import LoweringError, program
     from hlo_go.xla import lowering as lowering_module
@@ -237,14 +237,100 @@ def test_lowering_on_a_gpu_is_refused_before_xla_and_the_decorator_keeps_jax_jit
 
     x = jnp.ones((64, 64))
     prog = program(f, (x,))
-    monkeypatch.delenv(lowering_module.EXPERIMENTAL_GPU_LOWERING_ENV, raising=False)
+    assert lowering_module.lowering_unsupported("cpu") == ""
+    assert lowering_module.lowering_unsupported("gpu") == ""
+    assert "XLA:TPU is not supported" in lowering_module.lowering_unsupported("tpu")
     monkeypatch.setattr(lowering_module, "LOWERING_PLATFORMS", ())
-    with pytest.raises(LoweringError, match=r"not supported yet.*docs/gpu\.md"):
+    with pytest.raises(LoweringError, match=r"XLA:CPU is not supported.*docs/lowering\.md"):
         prog.lower()
     decorated = hlo_go.jit(f, options=hlo_go.Options(cache_dir=None, min_call_s=0.0))
     np.testing.assert_allclose(decorated(x), jax.jit(f)(x))
     record = decorated.records[0]
     assert record.kept == "jax.jit"
-    assert "not supported yet" in record.reason
-    monkeypatch.setenv(lowering_module.EXPERIMENTAL_GPU_LOWERING_ENV, "1")
-    assert lowering_module.lowering_unsupported("gpu") == ""
+    assert "is not supported" in record.reason
+
+
+def test_lowering_stage_per_platform() -> None:
+    """XLA:GPU's pre-scheduler hook comes before layout assignment and fusion, so a GPU
+    captures and swaps at the post-scheduler hook; XLA:CPU at the pre-scheduler one."""
+    from hlo_go.xla import program
+    from hlo_go.xla.hooks import lowering_stage
+
+    assert lowering_stage("cpu") == "pre_scheduler"
+    assert [lowering_stage(p) for p in ("gpu", "cuda", "rocm")] == ["post_scheduler"] * 3
+    assert program(jnp.sin, (jnp.ones(3),)).stage == "pre_scheduler"
+    with pytest.raises(ValueError, match="stage must be"):
+        program(jnp.sin, (jnp.ones(3),), stage="post_fusion")
+
+
+def _mlp_step(w: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]:
+    def loss(w: jax.Array) -> jax.Array:
+        return jnp.mean(jnp.tanh(x @ w) ** 2)
+
+    value, grad = jax.value_and_grad(loss)(w)
+    return value, w - 0.1 * grad
+
+
+def test_the_gpu_lowering_path_runs_on_the_cpu_and_matches_jax_jit() -> None:
+    """The GPU's way (capture and swap at the post-scheduler hook, the module handed back
+    in our order and marked scheduled) run on XLA:CPU: fusion groups and a schedule are
+    lowered, the outputs equal jax.jit's, and the executable runs our order."""
+    from hlo_go.xla import program
+
+    rng = np.random.default_rng(0)
+    w = jnp.asarray(rng.normal(size=(32, 32)), jnp.float32)
+    x = jnp.asarray(rng.normal(size=(16, 32)), jnp.float32)
+    prog = program(_mlp_step, (w, x), stage="post_scheduler")
+    assert prog.prefusion.attributes.get("is_scheduled") == "true"  # captured after scheduling
+    names = [i.name for i in prog.prefusion.entry.instructions]
+    elementwise = [
+        i.name
+        for i in prog.prefusion.entry.instructions
+        if i.opcode in ("tanh", "multiply", "subtract")
+    ]
+    assert len(elementwise) >= 2
+    # Priorities rising along XLA's order (list scheduling then reorders ready ones).
+    priority = {n: float(k) for k, n in enumerate(names)}
+    executable = prog.lower(fusion=[elementwise[:2]], schedule=priority)
+    want = jax.jit(_mlp_step)(w, x)
+    got = executable(w, x)
+    for a, b in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+    assert executable.order is not None and executable.module is not None
+    assert set(executable.order) == {i.name for i in executable.module.entry.instructions}
+    fusions = [i for i in executable.module.entry.instructions if i.opcode == "fusion"]
+    assert any(i.name.startswith("hlo_go_fusion") for i in fusions)
+    # XLA runs the swapped module in the imposed order (it may add instructions after).
+    ran = [n for n in executable.entry_order if n in set(executable.order)]
+    assert ran == [n for n in executable.order if n in set(ran)]
+
+
+def test_gpu_fusion_kind_follows_xla_gpu() -> None:
+    """A fusion with a reduction, scatter or transpose is kInput on XLA:GPU, others kLoop."""
+    from hlo_go.xla.fusion import apply_fusion, gpu_fusion_kind
+
+    module = parse_hlo(
+        """HloModule m
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+
+ENTRY %main (x: f32[8,4]) -> (f32[8], f32[8,4]) {
+  %x = f32[8,4]{1,0} parameter(0)
+  %e = f32[8,4]{1,0} exponential(%x)
+  %zero = f32[] constant(0)
+  %r = f32[8]{0} reduce(%e, %zero), dimensions={1}, to_apply=%add
+  %n = f32[8,4]{1,0} negate(%x)
+  %t = f32[8,4]{1,0} tanh(%n)
+  ROOT %out = (f32[8]{0}, f32[8,4]{1,0}) tuple(%r, %t)
+}
+"""
+    )
+    fused = apply_fusion(module, [["e", "zero", "r"], ["n", "t"]], kind=gpu_fusion_kind)
+    kinds = sorted(i.attributes["kind"] for i in fused.entry.instructions if i.opcode == "fusion")
+    assert kinds == ["kInput", "kLoop"]
+    assert gpu_fusion_kind(list(module.entry.instructions)) == "kInput"
+    assert gpu_fusion_kind([module.entry.instruction("n")]) == "kLoop"

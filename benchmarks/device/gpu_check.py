@@ -88,9 +88,6 @@ PROBE_DIR = Path(os.environ.get("OUT") or tempfile.gettempdir()) / "gpu_probe"
 # The probe's dump of XLA's passes is kept only up to this size (bytes, compressed).
 DUMP_LIMIT_BYTES = 15 * 2**20
 SEARCH_BUDGET = 200
-# hlo_go.xla.lowering.EXPERIMENTAL_GPU_LOWERING_ENV (named here so that the parent process
-# needs no hlo_go import before it picks the platform).
-EXPERIMENTAL_GPU_LOWERING_ENV = "HLO_GO_EXPERIMENTAL_GPU_LOWERING"
 
 
 def gpu_platform() -> str | None:
@@ -288,7 +285,7 @@ def _save(path: Path, data: dict[str, Any]) -> None:
 
 def round_trips(prog: Any, folder: Path, out: dict[str, Any]) -> dict[str, str]:
     """Which hand-back of XLA's own module (compiled with its fusion passes off,
-    :func:`hlo_go.xla.hooks.wrapped_compiler_options`) at the pre-scheduler hook XLA
+    :func:`hlo_go.xla.hooks.wrapped_compiler_options`) at the program's hook stage XLA
     accepts: its proto
     unchanged (``raw``), read and written by jaxlib (``jaxlib``), through XLA's text
     (``xla_text``), and through our parser and printer (``ours_text``); "ok" or XLA's error.
@@ -332,7 +329,11 @@ def round_trips(prog: Any, folder: Path, out: dict[str, Any]) -> dict[str, str]:
             out[f"{label}_layoutless"] = layoutless_shapes(back)[:20]
             return back
 
-        stage = jax.extend.xla.PipelineStage.PRE_SCHEDULER
+        stage = (
+            jax.extend.xla.PipelineStage.POST_SCHEDULER
+            if prog.stage == "post_scheduler"
+            else jax.extend.xla.PipelineStage.PRE_SCHEDULER
+        )
         platform = hook_platform(prog.platform)
         jax.extend.xla.register_hlo_module_transformation(
             hook, name=name, stage=stage, platforms=platform
@@ -607,8 +608,6 @@ def run_item(part: str, name: str, platform: str, work: Path, limit_s: float) ->
     """One item in a process of its own, killed after ``limit_s``; its result or failure."""
     out_path = work / f"{part}-{name}.json"
     env = dict(os.environ)
-    if part in ("lowering", "lowering_probe"):  # what XLA:GPU does with a lowered module
-        env[EXPERIMENTAL_GPU_LOWERING_ENV] = "1"
     dump_dir = work / "xla_dump"
     if part in ("probe", "lowering_probe"):
         dump_dir = work / f"xla_dump_{part}_{name}"

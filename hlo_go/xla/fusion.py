@@ -77,15 +77,30 @@ def _checked_groups(
     return groups, owner
 
 
+# Opcodes that make a fusion an input fusion on XLA:GPU (its ``IsInputFusible``: a
+# reduction, scatter or transpose hero); XLA:GPU's fusion passes mark such fusions kInput.
+GPU_INPUT_FUSION_OPCODES = frozenset({"reduce", "scatter", "transpose"})
+
+
+def gpu_fusion_kind(members: Sequence[HloInstruction]) -> str:
+    """The kind XLA:GPU gives a fusion of ``members``: ``kInput`` when one of them is a
+    reduction, scatter or transpose (:data:`GPU_INPUT_FUSION_OPCODES`), else ``kLoop``."""
+    return "kInput" if any(m.opcode in GPU_INPUT_FUSION_OPCODES for m in members) else "kLoop"
+
+
 def apply_fusion(
-    module: HloModule, groups: Iterable[Sequence[str]], *, kind: str = "kLoop"
+    module: HloModule,
+    groups: Iterable[Sequence[str]],
+    *,
+    kind: str | Callable[[Sequence[HloInstruction]], str] = "kLoop",
 ) -> HloModule:
     """Fuses each group of entry instructions into one fusion instruction.
 
     Args:
       module: an unfused module (e.g. from :func:`hlo_go.xla.capture_prefusion`).
       groups: disjoint groups of entry instruction names; groups of one are skipped.
-      kind: the fusion kind written on every fusion (XLA CPU emits ``kLoop``).
+      kind: the fusion kind written on every fusion (XLA CPU emits ``kLoop``), or a
+        function of a group's instructions that gives it (e.g. :func:`gpu_fusion_kind`).
 
     Returns:
       A new module with fused computations added before the entry.
@@ -161,7 +176,9 @@ def apply_fusion(
             "fusion",
             shape,
             tuple(inputs),
-            FrozenDict({"kind": kind, "calls": f"%{comp_name}"}),
+            FrozenDict(
+                {"kind": kind if isinstance(kind, str) else kind(ordered), "calls": f"%{comp_name}"}
+            ),
         )
         if len(outputs) == 1:
             replacement[outputs[0]] = (fusion_name, None)

@@ -89,6 +89,28 @@ _STAGES = {
     "pre_scheduler": jax.extend.xla.PipelineStage.PRE_SCHEDULER,
     "post_scheduler": jax.extend.xla.PipelineStage.POST_SCHEDULER,
 }
+
+
+def lowering_stage(platform: str) -> str:
+    """The hook stage where ``platform``'s pipeline has laid out, wrapped and not yet fused
+    or emitted the module: where the pre-fusion module is captured and ours swapped in.
+
+    XLA:CPU runs its pre-scheduler hook after layout assignment and its fusion wrapper.
+    XLA:GPU runs it at the end of its ``optimization`` pipeline, before layout assignment,
+    its Triton/cuBLAS rewrites and fusion (a module fused there reaches layout assignment,
+    which leaves fused computations without layouts); its post-scheduler hook comes after
+    all of those, copy insertion and scheduling, so on a GPU both happen there and the
+    module handed back carries its own schedule (``is_scheduled=true``).
+
+    Args:
+      platform: an XLA platform (``"cpu"``, ``"gpu"``, ``"cuda"``, ``"rocm"``).
+
+    Returns:
+      ``"pre_scheduler"`` or ``"post_scheduler"``.
+    """
+    return "post_scheduler" if platform in ("gpu", "cuda", "rocm") else "pre_scheduler"
+
+
 _counter = itertools.count()
 
 # The XLA debug option :func:`uncached_options` sets to a value of its own for each
@@ -216,17 +238,19 @@ def capture_prefusion_with(
     *,
     platform: str = "cpu",
     compiler_options: dict[str, Any] | None = None,
+    stage: str = "pre_scheduler",
 ) -> HloModule:
     """:func:`capture_prefusion` for any compile: ``compile_fn(compiler_options)`` must run
     XLA's pipeline on a module named ``module_name`` (e.g. a ``jax.stages.Lowered``'s
     ``compile``, or :func:`hlo_go.xla.compile_hlo` of HLO text).
 
     ``compiler_options`` replaces :data:`PREFUSION_COMPILER_OPTIONS` (e.g.
-    :data:`WRAPPED_COMPILER_OPTIONS`, see :func:`hlo_go.xla.fusion.unwrap_fusions`).
+    :data:`WRAPPED_COMPILER_OPTIONS`, see :func:`hlo_go.xla.fusion.unwrap_fusions`);
+    ``stage`` is the hook stage captured at (:func:`lowering_stage`).
 
     Raises:
-      RuntimeError: the compile never reached the pre-scheduler hook (e.g. the module is
-        named otherwise).
+      RuntimeError: the compile never reached the hook (e.g. the module is named
+        otherwise).
     """
     captured: list[str] = []
 
@@ -236,7 +260,7 @@ def capture_prefusion_with(
         # backend cannot emit some unfused ops (e.g. scatter) anyway.
         raise _CaptureDone
 
-    with hlo_hook(keep, module_name=module_name, platform=platform):
+    with hlo_hook(keep, module_name=module_name, platform=platform, stage=stage):
         try:
             compile_uncached(
                 compile_fn,
@@ -246,7 +270,7 @@ def capture_prefusion_with(
             if not captured:
                 raise
     if not captured:
-        raise RuntimeError(f"XLA's compile of {module_name!r} never reached the pre-scheduler hook")
+        raise RuntimeError(f"XLA's compile of {module_name!r} never reached the {stage} hook")
     return parse_hlo(captured[-1], filename=f"<prefusion {module_name}>")
 
 

@@ -63,6 +63,7 @@ from hlo_go.xla.fusion import (
     adopt_control_flow,
     apply_fusion,
     control_flow_computations,
+    gpu_fusion_kind,
     regenerate_shared,
     unwrap_fusions,
     wrap_named,
@@ -70,6 +71,7 @@ from hlo_go.xla.fusion import (
 from hlo_go.xla.hooks import (
     XLA_FUSED_OPTIONS,
     capture_prefusion_with,
+    lowering_stage,
     wrapped_compiler_options,
 )
 from hlo_go.xla.inputs import (
@@ -220,26 +222,22 @@ def _on(value: Any, device: Any) -> bool:
     return isinstance(value, jax.Array) and value.devices() == {device}
 
 
-# Lowering fusion and schedule decisions into XLA works on these platforms. On XLA:GPU
-# (jax 0.11.2, H200) the pre-fusion capture works but XLA's layout-sensitive verifier
-# rejects the lowered module, and on two of six corpus graphs aborts the process inside
-# shape inference (docs/gpu.md); EXPERIMENTAL_GPU_LOWERING_ENV lets a GPU check try.
-LOWERING_PLATFORMS: tuple[str, ...] = ("cpu",)
-EXPERIMENTAL_GPU_LOWERING_ENV = "HLO_GO_EXPERIMENTAL_GPU_LOWERING"
+# Lowering fusion and schedule decisions into XLA is built and checked on these platforms:
+# XLA:CPU, and XLA:GPU with CUDA (a device says "gpu"; its PJRT plugin is "cuda").
+LOWERING_PLATFORMS: tuple[str, ...] = ("cpu", "gpu", "cuda")
 
 
 def lowering_unsupported(platform: str) -> str:
     """Why decisions cannot be lowered on ``platform`` ("" where they can).
 
     Args:
-      platform: an XLA platform (``"cpu"``, ``"gpu"``, ``"cuda"``, ...).
+      platform: an XLA platform (``"cpu"``, ``"gpu"``, ``"cuda"``, ``"tpu"``, ...).
     """
-    if platform in LOWERING_PLATFORMS or os.environ.get(EXPERIMENTAL_GPU_LOWERING_ENV) == "1":
+    if platform in LOWERING_PLATFORMS:
         return ""
     return (
-        f"lowering decisions into XLA:{platform.upper()} is not supported yet: XLA:GPU's "
-        "verifier rejects the lowered module, and on some graphs aborts the process "
-        f"(docs/gpu.md; {EXPERIMENTAL_GPU_LOWERING_ENV}=1 tries it anyway)"
+        f"lowering decisions into XLA:{platform.upper()} is not supported: it is built and "
+        f"checked on {', '.join(LOWERING_PLATFORMS)} only (docs/lowering.md)"
     )
 
 
@@ -253,6 +251,9 @@ class Program:
       name: the HLO module's name (hooks into XLA's compile filter on it).
       args: the concrete arguments (on the device), as a tuple of positional arguments.
       source_kind: ``"function"`` or ``"hlo"``.
+      stage: the hook stage where the pre-fusion module is captured and ours swapped in
+        (:func:`hlo_go.xla.hooks.lowering_stage`: ``"pre_scheduler"`` on XLA:CPU,
+        ``"post_scheduler"`` on XLA:GPU).
     """
 
     def __init__(
@@ -266,7 +267,11 @@ class Program:
         platform: str = "cpu",
         source_text: Callable[[], tuple[str, list[Any]]] | None = None,
         source_module: HloModule | None = None,
+        stage: str | None = None,
     ) -> None:
+        if stage not in (None, "pre_scheduler", "post_scheduler"):
+            raise ValueError(f"stage must be 'pre_scheduler' or 'post_scheduler', got {stage!r}")
+        self.stage = lowering_stage(platform) if stage is None else stage
         self.name = name
         self._source_text = source_text
         self._source_module = source_module
@@ -322,16 +327,18 @@ class Program:
             self.name,
             platform=self.platform,
             compiler_options=wrapped_compiler_options(self.platform),
+            stage=self.stage,
         )
         return unwrap_fusions(wrapped)
 
     @property
     def prefusion(self) -> HloModule:
-        """The module XLA would fuse: optimized, fusion pass off, before scheduling.
+        """The module XLA would fuse: optimized, fusion passes off, at :attr:`stage`.
 
         Captured after XLA's ``fusion-wrapper`` pass and unwrapped
-        (:func:`hlo_go.xla.fusion.unwrap_fusions`), so its layouts are those XLA:CPU emits
-        correctly; what our fusion leaves unfused is re-wrapped as XLA had it.
+        (:func:`hlo_go.xla.fusion.unwrap_fusions`), so its layouts are those the
+        backend's emitters expect; what our fusion leaves unfused is re-wrapped as XLA had
+        it. On XLA:GPU it is captured after scheduling (``is_scheduled=true``).
         """
         return self._captured[0]
 
@@ -348,7 +355,11 @@ class Program:
         """XLA's own fusion of the module (matmuls as YNNPACK fusions, as XLA's default
         compile has them), captured at the same stage as :attr:`prefusion`."""
         return capture_prefusion_with(
-            self._compile, self.name, platform=self.platform, compiler_options=XLA_FUSED_OPTIONS
+            self._compile,
+            self.name,
+            platform=self.platform,
+            compiler_options=XLA_FUSED_OPTIONS,
+            stage=self.stage,
         )
 
     @functools.cached_property
@@ -403,7 +414,8 @@ class Program:
         """The pre-fusion module with ``groups`` fused, cheap shared values recomputed
         where they are read (:func:`hlo_go.xla.fusion.regenerate_shared`)."""
         module, groups = regenerate_shared(self.prefusion, groups)
-        return self._wrap_rest(apply_fusion(module, groups)), groups
+        kind = gpu_fusion_kind if self.platform in ("gpu", "cuda", "rocm") else "kLoop"
+        return self._wrap_rest(apply_fusion(module, groups, kind=kind)), groups
 
     def priorities(
         self,
@@ -496,6 +508,7 @@ class Program:
             priority=priority,
             reorder=memory_schedule if by_memory else None,
             platform=self.platform,
+            stage=self.stage,
         )
         if label is None:
             ordered_by = "xla" if priority is None and not by_memory else _label(schedule)
@@ -613,6 +626,7 @@ def program(
     scale: float = RANDOM_SCALE,
     platform: str = "cpu",
     compiler_options: Mapping[str, Any] | None = None,
+    stage: str | None = None,
 ) -> Program:
     """A :class:`Program` from a function, a ``jax.stages.Lowered``, or an HLO module.
 
@@ -629,6 +643,8 @@ def program(
       platform: XLA platform (``"cpu"``).
       compiler_options: XLA options added to every compile of the program (e.g.
         :data:`hlo_go.xla.profile.TRACEME_OPTIONS` for per-thunk trace events).
+      stage: the hook stage where decisions are swapped in (None: the platform's,
+        :func:`hlo_go.xla.hooks.lowering_stage`).
 
     Returns:
       The program, its arguments placed on the device.
@@ -646,6 +662,7 @@ def program(
             scale=scale,
             platform=platform,
             compiler_options=compiler_options,
+            stage=stage,
         )
     if isinstance(source, jax.stages.Lowered):
         lowered = source
@@ -696,6 +713,7 @@ def program(
         source_kind="function",
         platform=platform,
         source_text=source_text,
+        stage=stage,
     )
 
 
@@ -715,6 +733,7 @@ def _hlo_program(
     scale: float,
     platform: str,
     compiler_options: Mapping[str, Any] | None = None,
+    stage: str | None = None,
 ) -> Program:
     if isinstance(source, HloModule):
         module = source
@@ -756,6 +775,7 @@ def _hlo_program(
         platform=platform,
         source_text=lambda: (text, list(placed)),
         source_module=module,
+        stage=stage,
     )
 
 

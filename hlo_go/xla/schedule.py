@@ -330,6 +330,7 @@ def compile_hooked(
     priority: Mapping[str, float] | None = None,
     reorder: Callable[[HloComputation, list[str]], list[str]] | None = None,
     platform: str = "cpu",
+    stage: str | None = None,
 ) -> tuple[Any, list[str] | None]:
     """:func:`compile_with` for any compile: ``compile_fn(compiler_options)`` runs XLA's
     pipeline on the module named ``module_name`` (a ``jax.stages.Lowered``'s ``compile``,
@@ -347,6 +348,10 @@ def compile_hooked(
       reorder: with no ``priority``, the entry's order after XLA's scheduler from the
         entry and XLA's order (e.g. :func:`memory_schedule`); None keeps XLA's.
       platform: XLA platform.
+      stage: where ``module`` is swapped in (:func:`hlo_go.xla.hooks.lowering_stage`; None:
+        ``platform``'s). At ``"post_scheduler"`` (XLA:GPU) the swap and the order are one
+        hook: the module handed back is ``module`` (or XLA's scheduled module) in the
+        imposed order, or in its own order when none is imposed, marked scheduled.
 
     Returns:
       ``(compiled, order)`` as :func:`compile_with` (the order is None when neither
@@ -357,8 +362,20 @@ def compile_hooked(
       RuntimeError: XLA's compile never reached a hook (a module of another name).
     """
     from hlo_go.xla._jaxlib import xla_module_to_text, xla_parse
-    from hlo_go.xla.hooks import PREFUSION_COMPILER_OPTIONS, compile_uncached, hlo_hook
+    from hlo_go.xla.hooks import (
+        PREFUSION_COMPILER_OPTIONS,
+        compile_uncached,
+        hlo_hook,
+        lowering_stage,
+        wrapped_compiler_options,
+    )
 
+    stage = lowering_stage(platform) if stage is None else stage
+    if stage == "post_scheduler":
+        return _compile_swapped_scheduled(
+            compile_fn, module_name, module=module, priority=priority, reorder=reorder,
+            platform=platform, options=wrapped_compiler_options(platform),
+        )  # fmt: skip
     fired = {"pre": False, "post": priority is None and reorder is None}
     imposed: list[str] = []
     errors: list[Exception] = []
@@ -410,4 +427,58 @@ def compile_hooked(
             raise
     if not all(fired.values()):
         raise RuntimeError(f"XLA's compile of {module_name!r} did not reach every hook: {fired}")
+    return compiled, (imposed if priority is not None or reorder is not None else None)
+
+
+def _compile_swapped_scheduled(
+    compile_fn: Callable[[dict[str, Any]], Any],
+    module_name: str,
+    *,
+    module: HloModule | None,
+    priority: Mapping[str, float] | None,
+    reorder: Callable[[HloComputation, list[str]], list[str]] | None,
+    platform: str,
+    options: Mapping[str, Any],
+) -> tuple[Any, list[str] | None]:
+    """:func:`compile_hooked` at the post-scheduler hook alone: ``module`` (or XLA's own
+    scheduled module) handed back in the imposed order, marked scheduled."""
+    from hlo_go.xla._jaxlib import xla_module_to_text, xla_parse
+    from hlo_go.xla.hooks import compile_uncached, hlo_hook
+
+    imposed: list[str] = []
+    errors: list[Exception] = []
+    fired: list[bool] = []
+
+    def swap(scheduled: Any) -> bytes | None:
+        fired.append(True)
+        if module is None and priority is None and reorder is None:
+            return None
+        current = module if module is not None else parse_hlo(xla_module_to_text(scheduled))
+        order = [i.name for i in current.entry.instructions]
+        try:
+            if priority is not None:
+                known = {i.name for i in current.entry.instructions}
+                order = list_schedule(
+                    current.entry, {n: p for n, p in priority.items() if n in known}
+                )
+            elif reorder is not None:
+                order = reorder(current.entry, order)
+            imposed[:] = order
+            handed = apply_schedule(current, order)
+        except ScheduleError as error:  # XLA would only say "callback failed"
+            errors.append(error)
+            raise
+        return xla_parse(handed.to_text()).as_serialized_hlo_module_proto()
+
+    with hlo_hook(swap, module_name=module_name, stage="post_scheduler", platform=platform):
+        try:
+            compiled = compile_uncached(compile_fn, options)
+        except Exception:
+            if errors:
+                raise errors[0] from None
+            raise
+    if not fired:
+        raise RuntimeError(
+            f"XLA's compile of {module_name!r} did not reach the post-scheduler hook"
+        )
     return compiled, (imposed if priority is not None or reorder is not None else None)
