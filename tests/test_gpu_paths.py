@@ -334,3 +334,31 @@ ENTRY %main (x: f32[8,4]) -> (f32[8], f32[8,4]) {
     assert kinds == ["kInput", "kLoop"]
     assert gpu_fusion_kind(list(module.entry.instructions)) == "kInput"
     assert gpu_fusion_kind([module.entry.instruction("n")]) == "kLoop"
+
+
+def test_a_group_xla_gpu_would_not_build_is_refused_before_xla(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On a GPU, groups are checked against XLA:GPU's fusion rules before the swap: a
+    fusion of more operands and outputs than XLA:GPU's budget is a named FusionError; on
+    the CPU the same group lowers."""
+    from hlo_go.decisions.gpu_legality import MAX_OPERANDS_AND_OUTPUTS
+    from hlo_go.xla import FusionError, program
+
+    count = MAX_OPERANDS_AND_OUTPUTS + 2
+
+    def f(*xs: jax.Array) -> jax.Array:
+        total = xs[0]
+        for x in xs[1:]:
+            total = total + x
+        return total
+
+    args = tuple(jnp.full((8,), float(k)) for k in range(count))
+    prog = program(f, args)
+    adds = [n.name for n in prog.prefusion.entry.instructions if n.opcode == "add"]
+    assert len(adds) == count - 1
+    got = prog.lower(fusion=[adds])(*args)
+    np.testing.assert_allclose(np.asarray(got[0] if isinstance(got, list) else got), f(*args))
+    monkeypatch.setattr(prog, "platform", "gpu")
+    with pytest.raises(FusionError, match="XLA:GPU would not build.*operands and outputs"):
+        prog.fused_module([adds])

@@ -74,7 +74,19 @@ DRY_RUN_ITEMS = {
     "decorator": ("mlp",),
     "profile": ("rnnlm_l2_scan",),
 }
-PARTS = (*GPU_ITEMS, "lowering_probe")
+# Parts run only when asked for (--parts / --items): the lowering probe, and a kernel
+# dataset of the GPU for the learned cost model (hlo_go.calibration.kernel_dataset).
+KERNEL_GRAPHS = (
+    "gpt2_l2",
+    "rnnlm_l2_scan",
+    "bert_l2",
+    "gnmt_l2_scan",
+    "transformer_xl_l2",
+    "resnet_26",
+)
+KERNEL_VARIANTS = 6
+OPTIONAL_ITEMS = {"kernels": KERNEL_GRAPHS}
+PARTS = (*GPU_ITEMS, "lowering_probe", *OPTIONAL_ITEMS)
 # Seconds one item may take (its process is killed after).
 ITEM_LIMIT_S = {
     "probe": 150,
@@ -82,9 +94,12 @@ ITEM_LIMIT_S = {
     "decorator": 120,
     "profile": 120,
     "lowering_probe": 120,
+    "kernels": 75,
 }
 # Where the probe leaves its files ($OUT on the device machine).
 PROBE_DIR = Path(os.environ.get("OUT") or tempfile.gettempdir()) / "gpu_probe"
+# Where the kernels part leaves its dataset ($OUT on the device machine).
+KERNELS_DIR = Path(os.environ.get("OUT") or tempfile.gettempdir()) / "gpu_kernels"
 # The probe's dump of XLA's passes is kept only up to this size (bytes, compressed).
 DUMP_LIMIT_BYTES = 15 * 2**20
 SEARCH_BUDGET = 200
@@ -549,6 +564,24 @@ def profile_item(name: str, platform: str, pickle_path: Path) -> dict[str, Any]:
     }
 
 
+def kernels_item(name: str, platform: str) -> dict[str, Any]:
+    """Optional part: fusion variants of one corpus graph lowered on ``platform``, their
+    kernels timed from the trace, stored as a kernel dataset under ``$OUT/gpu_kernels``
+    (:func:`hlo_go.calibration.kernel_dataset.measure_graph`)."""
+    from hlo_go.calibration.kernel_dataset import measure_graph
+
+    dry = platform == "cpu"
+    return measure_graph(
+        name,
+        str(KERNELS_DIR),
+        variants=2 if dry else KERNEL_VARIANTS,
+        repeats=3,
+        interleaved_rounds=2,
+        platform=platform,
+        deadline_s=time.time() + ITEM_LIMIT_S["kernels"] - 30,
+    )
+
+
 def calibration(profiles: dict[str, Path]) -> dict[str, Any]:
     """Part 3, all graphs: ``h100x8``'s device fitted to the profiles, step errors."""
     from hlo_go.calibration import profiled_graph
@@ -595,6 +628,8 @@ def child_main(part: str, name: str, platform: str, out_path: Path) -> int:
         result = decorator_item(name, platform)
     elif part == "profile":
         result = profile_item(name, platform, out_path.with_suffix(".pkl"))
+    elif part == "kernels":
+        result = kernels_item(name, platform)
     else:
         raise ValueError(f"unknown part {part!r}; parts: {', '.join(PARTS)}")
     out_path.write_text(json.dumps(result, default=str))
@@ -722,6 +757,7 @@ def main(argv: list[str] | None = None) -> int:
     if dry:
         report["reason"] = NO_GPU_REASON if options.dry_run else "JAX found no GPU"
     items = dict(DRY_RUN_ITEMS if dry else GPU_ITEMS)
+    items |= {p: g[:1] if dry else g for p, g in OPTIONAL_ITEMS.items()}
     if options.graphs:
         chosen = tuple(options.graphs.split(","))
         items = {p: chosen for p in PARTS}

@@ -30,6 +30,12 @@ other processes take on the core, not their contention for caches and memory: on
 shared host the same step can take twice the CPU time. The reference times let a reader
 correct for that (:func:`contention_factors`, :func:`corrected_steps`).
 
+On a GPU (``platform="gpu"``, ``--platform gpu``) the kernel times are the device's kernel
+events of the trace (:mod:`hlo_go.xla.profile`), the steps are timed on the wall clock,
+and the meta says ``"platform"`` and the ``"device_kind"``; the training reads a GPU's
+dataset as it reads a CPU's (``python -m hlo_go.calibration.train_kernel_model --data
+ROOT --device h100``).
+
 Generation runs as independent jobs, one per graph, each in a fresh process pinned to one
 core; a variant whose file exists is skipped, so an interrupted run resumes, and the same
 jobs can run on several hosts (copy the files together). ``python -m
@@ -49,7 +55,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -60,6 +66,9 @@ from hlo_go.hlo import HloModule, parse_hlo
 from hlo_go.sim.cluster import OP_CLASSES
 from hlo_go.sim.cost_model import MATRIX_CLASSES, op_classes
 from hlo_go.xla.segments import called_computations
+
+if TYPE_CHECKING:
+    from hlo_go.xla.timing import Clock
 
 logger = logging.getLogger(__name__)
 
@@ -656,6 +665,7 @@ def measure_graph(
     core: int | None = None,
     deadline_s: float | None = None,
     interleaved_rounds: int = 3,
+    platform: str = "cpu",
 ) -> dict[str, Any]:
     """Measures the variants of one corpus graph not yet stored (run it pinned).
 
@@ -673,6 +683,8 @@ def measure_graph(
       core: the core this process is pinned to (recorded).
       deadline_s: a ``time.time()`` after which no new variant is started.
       interleaved_rounds: rounds of the interleaved step timing (0: none).
+      platform: where to measure: ``"cpu"`` (this process's CPU time) or ``"gpu"``
+        (kernel times from the device's trace, steps on the wall clock).
 
     Returns:
       A summary: variants measured, skipped (already stored) and failed (with why).
@@ -682,12 +694,14 @@ def measure_graph(
     from hlo_corpus import get_workload
     from hlo_go.decisions import fusion_group_names
     from hlo_go.xla import program
-    from hlo_go.xla.profile import TRACEME_OPTIONS, profile_compiled
+    from hlo_go.xla.profile import profile_compiled, profile_options
 
     start = time.perf_counter()
     root_path = Path(root)
+    clock = "cpu" if platform == "cpu" else "wall"
+    now = time.process_time if clock == "cpu" else time.perf_counter
     step, abstract = get_workload(name).make()
-    prog = program(step, abstract, compiler_options=TRACEME_OPTIONS)
+    prog = program(step, abstract, compiler_options=profile_options(platform), platform=platform)
     graph = prog.graph
     if not graph_path(root_path, name).is_file():
         save_graph(root_path, name, prog.prefusion, graph)
@@ -704,9 +718,9 @@ def measure_graph(
     jax.block_until_ready(reference(*prog.args))
 
     def reference_s() -> float:
-        begin = time.process_time()
+        begin = now()
         jax.block_until_ready(reference(*prog.args))
-        return time.process_time() - begin
+        return now() - begin
 
     before = reference_s()
     executables: dict[str, Any] = {}
@@ -722,7 +736,7 @@ def measure_graph(
                 prog.args,
                 prog.name,
                 repeats=repeats,
-                clock="cpu",
+                clock=clock,
                 warmup=True,
                 separate_steps=False,
             )
@@ -753,7 +767,9 @@ def measure_graph(
                 (float(spread[0]), float(spread[1])),
                 float(unmapped),
                 {
-                    "clock": "cpu",
+                    "clock": clock,
+                    "platform": platform,
+                    "device_kind": jax.devices(platform)[0].device_kind,
                     "cpu": core,
                     "repeats": repeats,
                     "runs": profile.runs,
@@ -778,8 +794,9 @@ def measure_graph(
         )
     if executables and interleaved_rounds > 0:
         _time_steps_interleaved(
-            root_path, name, executables, reference, prog.args, rounds=interleaved_rounds
-        )
+            root_path, name, executables, reference, prog.args, rounds=interleaved_rounds,
+            clock=clock,
+        )  # fmt: skip
     return {
         "graph": name,
         "measured": done,
@@ -800,9 +817,11 @@ def _time_steps_interleaved(
     args: Sequence[Any],
     *,
     rounds: int,
+    clock: Clock = "cpu",
 ) -> None:
     """Times stored variants' executables and XLA's default compile interleaved in
-    rotating rounds (CPU clock, this process's core) and records each sample's
+    rotating rounds (on ``clock``: CPU time on this process's core, or the wall clock for
+    a GPU) and records each sample's
     ``meta["interleaved"]``: medians, the per-round samples, when, and the host's load
     average before and after (what the figures were measured under)."""
     import os
@@ -816,7 +835,7 @@ def _time_steps_interleaved(
         for label, f in {**executables, _REFERENCE: reference}.items()
     }
     load_before = os.getloadavg()[0]
-    timings = time_interleaved(calls, repeats=rounds, warmup=0, clock="cpu")
+    timings = time_interleaved(calls, repeats=rounds, warmup=0, clock=clock)
     load_after = os.getloadavg()[0]
     ref = timings[_REFERENCE]
     for label in executables:
@@ -825,6 +844,7 @@ def _time_steps_interleaved(
         t = timings[label]
         interleaved = {
             "rounds": rounds,
+            "clock": clock,
             "step_s": t.median,
             "step_samples_s": list(t.samples),
             "reference_s": ref.median,
@@ -914,6 +934,7 @@ def generate(
     cpus: Sequence[int] | None = None,
     budget_s: float | None = None,
     retime_rounds: int = 0,
+    platform: str = "cpu",
 ) -> list[dict[str, Any]]:
     """Measures the graphs' variants, one pinned process per graph, ``jobs`` at a time.
 
@@ -928,6 +949,7 @@ def generate(
       budget_s: no variant starts after this many seconds.
       retime_rounds: measure nothing new; time each graph's stored variants' steps again
         for this many interleaved rounds (:func:`retime_graph`).
+      platform: where to measure (:func:`measure_graph`).
 
     Returns:
       One summary per graph (:func:`measure_graph` or :func:`retime_graph`).
@@ -964,6 +986,7 @@ def generate(
                 seed=seed,
                 core=cpu,
                 deadline_s=deadline,
+                platform=platform,
             )
         except Exception as error:  # one graph's failure does not stop the others
             return {"graph": name, "error": f"{type(error).__name__}: {str(error)[:300]}"}
@@ -1022,6 +1045,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--repeats", type=int, default=3, help="profiled runs per variant")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--budget-s", type=float, default=None, help="start no variant after")
+    parser.add_argument("--platform", default="cpu", help="where to measure: cpu (default) or gpu")
     parser.add_argument(
         "--retime",
         type=int,
@@ -1063,6 +1087,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         repeats=args.repeats,
         seed=args.seed,
         budget_s=args.budget_s,
+        platform=args.platform,
     )
     return 1 if any("error" in r or r.get("failed") for r in results) else 0
 

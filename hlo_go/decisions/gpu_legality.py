@@ -26,8 +26,10 @@ calls. A grouping that XLA:GPU could build keeps these rules, read from that sou
 Not modelled: the performance model's priorities (which legal fusion XLA prefers),
 shared-memory budgets, code-duplication limits (``ProducerConsumerMergedTooLarge``),
 in-place operand rules (``ShouldFuseInPlaceOp``), and Triton's tiling analysis
-(``SymbolicTileAnalysis``) of softmax-like fusions. None of these rules was checked
-against a compile on a GPU here.
+(``SymbolicTileAnalysis``) of softmax-like fusions. A lowering on a GPU checks its groups
+against these rules before XLA (``hlo_go.xla.Program``); in the module it captures there
+(after XLA:GPU's scheduler), dots and convolutions are already Triton GEMM fusions and
+cuBLAS / cuDNN calls, so the budget, scatter and reduction rules are what bind.
 """
 
 from __future__ import annotations

@@ -71,10 +71,14 @@ GPU_FUSION_PASSES: tuple[str, ...] = (
 )
 
 
+# Platform names a GPU goes by: what its devices say, and its PJRT plugins' names.
+GPU_PLATFORMS: tuple[str, ...] = ("gpu", "cuda", "rocm")
+
+
 def wrapped_compiler_options(platform: str = "cpu") -> dict[str, Any]:
     """:data:`WRAPPED_COMPILER_OPTIONS` for ``platform``: XLA's fusion passes off, its
     fusion wrapper on (on ``"cuda"``/``"rocm"``, the passes of :data:`GPU_FUSION_PASSES`)."""
-    if platform in ("cuda", "rocm", "gpu"):
+    if platform in GPU_PLATFORMS:
         return {"xla_disable_hlo_passes": ",".join(GPU_FUSION_PASSES)}
     return dict(WRAPPED_COMPILER_OPTIONS)
 
@@ -108,7 +112,7 @@ def lowering_stage(platform: str) -> str:
     Returns:
       ``"pre_scheduler"`` or ``"post_scheduler"``.
     """
-    return "post_scheduler" if platform in ("gpu", "cuda", "rocm") else "pre_scheduler"
+    return "post_scheduler" if platform in GPU_PLATFORMS else "pre_scheduler"
 
 
 _counter = itertools.count()

@@ -42,8 +42,10 @@ import numpy as np
 from hlo_go.decisions import (
     DEFAULT_LIMITS,
     Decisions,
+    FusionGroupError,
     FusionLimits,
     GraphMismatchError,
+    check_gpu_fusion_groups,
     fusion_group_names,
     graph_fingerprint,
     large_matrix_nodes,
@@ -69,6 +71,7 @@ from hlo_go.xla.fusion import (
     wrap_named,
 )
 from hlo_go.xla.hooks import (
+    GPU_PLATFORMS,
     XLA_FUSED_OPTIONS,
     capture_prefusion_with,
     lowering_stage,
@@ -412,10 +415,34 @@ class Program:
 
     def _fuse(self, groups: list[list[str]]) -> tuple[HloModule, list[list[str]]]:
         """The pre-fusion module with ``groups`` fused, cheap shared values recomputed
-        where they are read (:func:`hlo_go.xla.fusion.regenerate_shared`)."""
+        where they are read (:func:`hlo_go.xla.fusion.regenerate_shared`); on a GPU the
+        groups are first checked against XLA:GPU's fusion rules
+        (:func:`hlo_go.decisions.check_gpu_fusion_groups`) and get its fusion kinds."""
+        on_gpu = self.platform in GPU_PLATFORMS
+        if on_gpu:
+            self._check_gpu_rules(groups)
         module, groups = regenerate_shared(self.prefusion, groups)
-        kind = gpu_fusion_kind if self.platform in ("gpu", "cuda", "rocm") else "kLoop"
+        kind = gpu_fusion_kind if on_gpu else "kLoop"
         return self._wrap_rest(apply_fusion(module, groups, kind=kind)), groups
+
+    def _check_gpu_rules(self, groups: Sequence[Sequence[str]]) -> None:
+        index = {n: i for i, n in enumerate(self.graph.names)}
+        label = np.arange(self.graph.num_nodes)
+        for k, members in enumerate(groups):
+            for name in members:
+                if name in index:  # unknown names are apply_fusion's to refuse
+                    label[index[name]] = self.graph.num_nodes + k
+        try:
+            check_gpu_fusion_groups(
+                self.graph,
+                label,
+                np.zeros(self.graph.num_nodes, np.int64),
+                output_dims=self.output_dims,
+            )
+        except FusionGroupError as error:
+            raise FusionError(
+                f"{self.name!r}: XLA:GPU would not build this fusion: {error}"
+            ) from None
 
     def priorities(
         self,
