@@ -198,6 +198,25 @@ def test_gpu_check_plan_goes_round_the_parts() -> None:
     ]
 
 
+def test_gpu_check_packs_a_kernel_dataset_into_one_archive(tmp_path: Path) -> None:
+    """The device machine hands back at most 8 files: the kernels part's dataset (a folder
+    per graph, one file per variant) travels as one archive that unpacks to the same tree."""
+    import tarfile
+
+    from benchmarks.device.gpu_check import pack_kernels
+
+    root = tmp_path / "gpu_kernels"
+    names = [f"g{k}/v{j}.npz" for k in range(3) for j in range(4)] + ["graphs/g0.hlo.gz"]
+    for name in names:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(name.encode())
+    got = pack_kernels(root)
+    assert got["files"] == len(names)
+    with tarfile.open(tmp_path / "gpu_kernels.tar.gz") as tar:
+        members = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+    assert members == {f"gpu_kernels/{n}": n.encode() for n in names}
+
+
 def test_gpu_check_merge_keeps_earlier_items(tmp_path: Path) -> None:
     from benchmarks.device.gpu_check import earlier_items, summarize_lowering
 

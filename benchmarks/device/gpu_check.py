@@ -564,10 +564,23 @@ def profile_item(name: str, platform: str, pickle_path: Path) -> dict[str, Any]:
     }
 
 
+def pack_kernels(root: Path) -> dict[str, Any]:
+    """The kernel dataset under ``root`` packed into one ``<root>.tar.gz`` beside it (the
+    device machine hands back at most 8 files), packed again after every graph so that a
+    run stopped later keeps what was measured."""
+    files = sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
+    archive = root.with_suffix(".tar.gz")
+    with tarfile.open(archive, "w:gz") as tar:
+        for path in files:
+            tar.add(path, arcname=str(path.relative_to(root.parent)))
+    return {"archive": archive.name, "files": len(files), "bytes": archive.stat().st_size}
+
+
 def kernels_item(name: str, platform: str) -> dict[str, Any]:
     """Optional part: fusion variants of one corpus graph lowered on ``platform``, their
     kernels timed from the trace, stored as a kernel dataset under ``$OUT/gpu_kernels``
-    (:func:`hlo_go.calibration.kernel_dataset.measure_graph`)."""
+    (:func:`hlo_go.calibration.kernel_dataset.measure_graph`) and packed into
+    ``$OUT/gpu_kernels.tar.gz`` (:func:`pack_kernels`)."""
     from hlo_go.calibration.kernel_dataset import measure_graph
 
     dry = platform == "cpu"
@@ -673,6 +686,8 @@ def run_item(part: str, name: str, platform: str, work: Path, limit_s: float) ->
         result["xla_dump"] = pack_dump(dump_dir)
     if part == "lowering_probe":
         result["archive"] = pack_folder(PROBE_DIR / f"lowering_{name}", dump_dir)
+    if part == "kernels":
+        result["archive"] = pack_kernels(KERNELS_DIR)
     result["seconds"] = seconds
     return result
 
