@@ -15,7 +15,7 @@ from hlo_go.calibration import train_kernel_model as tk
 from hlo_go.decisions import Decisions
 from hlo_go.graph import OpGraph, build_graph
 from hlo_go.hlo import parse_hlo
-from hlo_go.sim import simulate
+from hlo_go.sim import Cluster, simulate
 from hlo_go.sim.learned import (
     EDGE_FEATURES,
     GLOBAL_FEATURES,
@@ -67,9 +67,12 @@ def _group(graph: OpGraph, fused: tuple[str, ...] = ("t", "m", "e")) -> np.ndarr
     return group
 
 
-def _kernels(graph: OpGraph, group: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """CSR of the launched kernels and their roofline durations."""
-    result = simulate(graph, host_cpu(1, kernel_model=""), Decisions.default(graph), group=group)
+def _kernels(
+    graph: OpGraph, group: np.ndarray, cluster: Cluster | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """CSR of the launched kernels and their roofline durations (on ``host-cpu-1``)."""
+    cluster = cluster or host_cpu(1, kernel_model="")
+    result = simulate(graph, cluster, Decisions.default(graph), group=group)
     t = result.timeline
     kernels = np.flatnonzero(~t.kernel_free)
     ptr, members = kpredict.kernel_subset(t.kernel_ptr, t.kernel_nodes, kernels)
@@ -327,13 +330,15 @@ def test_thunks_charged_to_kernels(graph: OpGraph):
 # Training.
 
 
-def _examples(graph: OpGraph, factor: float) -> tk.GraphExamples:
-    """Examples whose measured kernels take ``factor`` times the roofline's time
+def _examples(
+    graph: OpGraph, factor: float, cluster: Cluster = tk.ROOFLINE_CLUSTER
+) -> tk.GraphExamples:
+    """Examples whose measured kernels take ``factor`` times ``cluster``'s roofline time
     (matrix ops three times more)."""
     samples = []
     for fused in (("t", "m", "e"), ("t", "m"), ("m", "e"), ()):
         group = _group(graph, fused) if fused else np.arange(graph.num_nodes, dtype=np.int32)
-        ptr, members, roofline = _kernels(graph, group)
+        ptr, members, roofline = _kernels(graph, group, cluster)
         labels = group[members[ptr[:-1]]]
         is_dot = np.array([graph.names[members[p]] == "d" for p in ptr[:-1].tolist()])
         seconds = roofline * factor * np.where(is_dot, 3.0, 1.0)
@@ -343,7 +348,7 @@ def _examples(graph: OpGraph, factor: float) -> tk.GraphExamples:
                 float(seconds.sum()) + 1e-5, (0.0, 0.0), 0.0, {},
             )
         )  # fmt: skip
-    return tk.examples("small", graph, samples)
+    return tk.examples("small", graph, samples, cluster=cluster)
 
 
 def test_training_decreases_loss(graph: OpGraph):
@@ -358,6 +363,35 @@ def test_training_decreases_loss(graph: OpGraph):
     assert (
         report["learned"]["kernel_median_abs_error"] < report["analytic"]["kernel_median_abs_error"]
     )
+
+
+def test_a_gpu_dataset_trains_against_the_gpus_roofline(tmp_path, graph: OpGraph):
+    """A GPU's kernels are priced against a GPU preset's roofline, less its whole launch
+    overhead (a GPU kernel event holds none of it), and the model trained on them beats
+    that roofline; fit(device=...) reads such a dataset without contention correction."""
+    from hlo_go.sim.presets import H100_SXM5
+
+    gpu = tk.roofline_cluster(H100_SXM5)
+    assert gpu.devices[0].name == H100_SXM5.name and len(gpu.devices) == 1
+    assert tk.roofline_gap_s(gpu) == H100_SXM5.launch_overhead
+    assert tk.roofline_gap_s(tk.ROOFLINE_CLUSTER) == tk.ROOFLINE_GAP_S
+    ex = _examples(graph, factor=4.0, cluster=gpu)
+    host = _examples(graph, factor=4.0)
+    assert not np.allclose(ex.roofline_s, host.roofline_s)  # priced on the H100, not the host
+    config = ModelConfig(hidden=16, layers=1, opcode_embedding=4, mlp=16)
+    result = tk.train([ex], config=config, steps=60, batch_size=8, log_every=10, seed=1)
+    report = tk.evaluate([ex], result.model, min_variants=2)
+    assert (
+        report["learned"]["kernel_median_abs_error"] < report["analytic"]["kernel_median_abs_error"]
+    )
+    kd.save_graph(tmp_path, "small", parse_hlo(SMALL), graph)
+    for sample in ex.samples:
+        kd.save_sample(tmp_path, sample._replace(meta={"clock": "wall", "platform": "gpu"}))
+    model = tk.fit(tmp_path, (), steps=20, hidden=16, layers=1, device="h100")
+    assert model.meta["roofline_device"] == H100_SXM5.name
+    assert model.meta["contention_corrected"] is False
+    with pytest.raises(tk.FitError, match="device must be one of"):
+        tk.fit(tmp_path, (), steps=1, device="tpu")
 
 
 # ---------------------------------------------------------------------------------------------

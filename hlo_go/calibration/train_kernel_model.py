@@ -51,7 +51,7 @@ from hlo_go.errors import HloGoError
 from hlo_go.graph import OpGraph
 from hlo_go.graph.batching import Bucket
 from hlo_go.sim import simulate
-from hlo_go.sim.cluster import Cluster
+from hlo_go.sim.cluster import Cluster, Device
 from hlo_go.sim.learned.features import KernelBatch, concat_batches, featurize, pad_batch, select
 from hlo_go.sim.learned.model import ModelConfig, init_params
 from hlo_go.sim.learned.predict import (
@@ -60,7 +60,7 @@ from hlo_go.sim.learned.predict import (
     kernel_subset,
     save_kernel_model,
 )
-from hlo_go.sim.presets import HOST_CORE_CALIBRATED, host_cpu
+from hlo_go.sim.presets import A100_SXM4, H100_SXM5, HOST_CORE_CALIBRATED, V100_SXM2, host_cpu
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +78,39 @@ ROOFLINE_CLUSTER = host_cpu(1, kernel_model="")
 # kernel's own share plus this gap, benchmarks/results/sim_calibration.json): subtracted
 # from a roofline duration to compare it with a measured kernel (a thunk's event).
 ROOFLINE_GAP_S = 1.85e-6
+
+ROOFLINE_DEVICES: dict[str, Device] = {
+    "host": HOST_CORE_CALIBRATED,
+    "h100": H100_SXM5,
+    "a100": A100_SXM4,
+    "v100": V100_SXM2,
+}
+"""Devices a dataset's kernels can be priced against (``--device``): this host's core
+(a CPU dataset), or a GPU's datasheet preset (a GPU dataset,
+``kernel_dataset --platform gpu``)."""
+
+
+def roofline_cluster(device: Device = HOST_CORE_CALIBRATED, kernel_model: str = "") -> Cluster:
+    """One ``device`` as a cluster (``host-cpu-1`` for this host's core), its kernels priced
+    by ``kernel_model`` (a model file) or, with ``""``, by the roofline alone."""
+    if device.name == HOST_CORE_CALIBRATED.name:
+        return host_cpu(1, kernel_model=kernel_model)
+    return Cluster(
+        f"{device.name} x1",
+        (device.replace(kernel_model=kernel_model),),
+        (),
+        f"one {device.name}, for a kernel dataset measured on such a device",
+    )
+
+
+def roofline_gap_s(cluster: Cluster) -> float:
+    """Seconds per launch of ``cluster``'s roofline spent outside the kernel: this host's
+    fitted gap (:data:`ROOFLINE_GAP_S`), or a GPU's whole launch overhead (its kernel
+    events, on the device's timeline, hold none of it)."""
+    device = cluster.devices[0]
+    if device.name == HOST_CORE_CALIBRATED.name:
+        return ROOFLINE_GAP_S
+    return float(device.launch_overhead)
 
 
 class GraphExamples(NamedTuple):
@@ -98,6 +131,7 @@ class GraphExamples(NamedTuple):
       factors: ``float64[S]`` the contention factor applied to each variant's kernel times.
       step_s: ``float64[S]`` each variant's measured step (in the graph's quiet frame,
         :func:`~hlo_go.calibration.kernel_dataset.corrected_steps`, unless raw).
+      cluster: the one-device cluster whose roofline gave ``roofline_s``.
     """
 
     graph_name: str
@@ -112,6 +146,7 @@ class GraphExamples(NamedTuple):
     samples: list[KernelSample]
     factors: np.ndarray
     step_s: np.ndarray
+    cluster: Cluster = ROOFLINE_CLUSTER
 
 
 def family(graph_name: str) -> str:
@@ -183,6 +218,7 @@ def examples(
         list(samples),
         factors,
         corrected_steps(samples) if correct_contention else np.array([s.step_s for s in samples]),
+        cluster,
     )
 
 
@@ -350,7 +386,7 @@ def train(
 def kernel_predictions(model: KernelModel, ex: GraphExamples) -> np.ndarray:
     """``float64[G]`` the model's seconds for every kernel of the examples (the roofline
     duration, less the roofline's gap, for kernels it cannot featurize)."""
-    out = ex.roofline_s - ROOFLINE_GAP_S * ex.launches
+    out = ex.roofline_s - roofline_gap_s(ex.cluster) * ex.launches
     rows = _rows(ex)
     if rows.size:
         out[rows] = np.exp(model.log_seconds(ex.batch))
@@ -403,8 +439,8 @@ def evaluate(
       (``split_half_tau_median`` over the graphs ranked,
       :func:`~hlo_go.calibration.kernel_dataset.split_half_tau`); per-graph figures.
     """
-    learned_cluster = cluster_with(model)
     out: dict[str, Any] = {"graphs": {}}
+    learned: dict[str, Cluster] = {}
     totals: dict[str, dict[str, list[float]]] = {
         m: {"kernel": [], "step": [], "tau": []} for m in ("learned", "analytic")
     }
@@ -421,15 +457,20 @@ def evaluate(
         graph_rows["kernel_variants"] = int(with_runs.sum()) if with_runs.any() else len(ex.samples)
         for method, predicted in (
             ("learned", kernel_predictions(model, ex)),
-            ("analytic", ex.roofline_s - ROOFLINE_GAP_S * ex.launches),
+            ("analytic", ex.roofline_s - roofline_gap_s(ex.cluster) * ex.launches),
         ):
             errors = (predicted[timed] - measured[timed]) / measured[timed]
             totals[method]["kernel"].extend(errors.tolist())
             graph_rows[f"{method}_kernel_median_abs_error"] = _median_abs(errors.tolist())
         graph = ex.graph
         steps = {"learned": [], "analytic": []}
+        if ex.cluster.name not in learned:
+            learned[ex.cluster.name] = cluster_with(model, ex.cluster.devices[0])
         for s in ex.samples:
-            for method, cluster in (("learned", learned_cluster), ("analytic", ROOFLINE_CLUSTER)):
+            for method, cluster in (
+                ("learned", learned[ex.cluster.name]),
+                ("analytic", ex.cluster),
+            ):
                 steps[method].append(
                     simulate(graph, cluster, Decisions.default(graph), group=s.group).step_time
                 )
@@ -482,23 +523,30 @@ def evaluate(
     return out
 
 
-def cluster_with(model: KernelModel) -> Cluster:
-    """``host-cpu-1`` priced by ``model`` (written to a temporary file the device names)."""
+def cluster_with(model: KernelModel, device: Device = HOST_CORE_CALIBRATED) -> Cluster:
+    """One ``device`` (``host-cpu-1`` by default) priced by ``model`` (written to a
+    temporary file the device names)."""
     import tempfile
 
     directory = Path(tempfile.mkdtemp(prefix="hlo_go_kernel_model_"))
     path = save_kernel_model(directory / "model.msgpack", model)
-    return host_cpu(1, kernel_model=str(path))
+    return roofline_cluster(device, kernel_model=str(path))
 
 
 def load_examples(
-    root: Path, *, graphs: Sequence[str] | None = None, correct_contention: bool = True
+    root: Path,
+    *,
+    graphs: Sequence[str] | None = None,
+    correct_contention: bool = True,
+    device: Device = HOST_CORE_CALIBRATED,
 ) -> dict[str, GraphExamples]:
-    """Featurized examples of every stored graph (or the named ones)."""
+    """Featurized examples of every stored graph (or the named ones), priced against
+    ``device``'s roofline (:func:`roofline_cluster`)."""
     out = {}
+    cluster = roofline_cluster(device)
     for name, (graph, samples) in load_dataset(root, graphs).items():
         start = time.perf_counter()
-        ex = examples(name, graph, samples, correct_contention=correct_contention)
+        ex = examples(name, graph, samples, cluster=cluster, correct_contention=correct_contention)
         out[name] = ex
         logger.info(
             "%s: %d variants, %d kernels (%.0f s)",
@@ -547,6 +595,13 @@ def _parser() -> argparse.ArgumentParser:
         "--variant-weight", type=float, default=1.0, help="weight of the variant-sum loss"
     )
     parser.add_argument("--raw", action="store_true", help="no contention correction")
+    parser.add_argument(
+        "--device",
+        choices=sorted(ROOFLINE_DEVICES),
+        default="host",
+        help="the roofline the model corrects: this host's core (a CPU dataset, the "
+        "default) or a GPU preset (a GPU dataset; implies --raw)",
+    )
     return parser
 
 
@@ -566,6 +621,7 @@ def fit(
     seed: int = 0,
     variant_weight: float = 1.0,
     raw: bool = False,
+    device: str = "host",
 ) -> KernelModel:
     """Trains a model on a kernel dataset's training families and reports on the others.
 
@@ -575,6 +631,9 @@ def fit(
       steps, batch_size, learning_rate, seed, variant_weight: of :func:`train`.
       hidden, layers: the network's :class:`~hlo_go.sim.learned.ModelConfig`.
       raw: no contention correction of the measured times.
+      device: a key of :data:`ROOFLINE_DEVICES`: the roofline the model corrects. A GPU
+        dataset has no contention to correct (its times are the device's), so any device
+        but ``"host"`` implies ``raw``.
 
     Returns:
       The model; its ``meta`` holds the data, the settings, the losses, and the
@@ -586,7 +645,11 @@ def fit(
     import jax
 
     start = time.perf_counter()
-    loaded = load_examples(data, correct_contention=not raw)
+    if device not in ROOFLINE_DEVICES:
+        raise FitError(f"device must be one of {sorted(ROOFLINE_DEVICES)}, got {device!r}")
+    raw = raw or device != "host"
+    roofline = ROOFLINE_DEVICES[device]
+    loaded = load_examples(data, correct_contention=not raw, device=roofline)
     train_set, held = split(loaded, heldout)
     if not train_set:
         raise FitError(f"no training graphs in {data} (held out: {', '.join(heldout) or 'none'})")
@@ -610,7 +673,7 @@ def fit(
         "heldout_families": sorted(heldout),
         "train_kernels": result.kernels,
         "contention_corrected": not raw,
-        "roofline_device": HOST_CORE_CALIBRATED.name,
+        "roofline_device": roofline.name,
         "config": config.as_dict(),
         "steps": steps,
         "batch_size": batch_size,
@@ -644,6 +707,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             seed=args.seed,
             variant_weight=args.variant_weight,
             raw=args.raw,
+            device=args.device,
         )
     except FitError as error:
         logger.error("%s", error)
