@@ -345,6 +345,12 @@ class Timing:
         }
 
 
+# Objects the garbage collector holds frozen when this module is imported: none on Python
+# 3.11, a few hundred of the interpreter's own from its start on 3.12. More than these
+# means the process froze objects itself, and :func:`young_collections` leaves them so.
+_FROZEN_AT_IMPORT = gc.get_freeze_count()
+
+
 @contextlib.contextmanager
 def young_collections() -> Iterator[None]:
     """Within the block, a collection looks only at objects made inside it.
@@ -353,10 +359,10 @@ def young_collections() -> Iterator[None]:
     (``gc.freeze``) until the block ends: the collection :func:`time_call` runs before
     each call then costs in proportion to the garbage the timed calls made, not to the
     process's heap (large in a process with JAX and Flax loaded, and often longer to
-    collect than the call timed). Where objects are already
-    frozen (the process froze them itself), it leaves them so and does nothing.
+    collect than the call timed). Where the process froze objects itself (more are
+    frozen than when this module was imported), it leaves them so and does nothing.
     """
-    if gc.get_freeze_count():
+    if gc.get_freeze_count() > _FROZEN_AT_IMPORT:
         yield
         return
     gc.collect()
