@@ -379,5 +379,5 @@ def test_a_group_xla_gpu_would_not_build_is_refused_before_xla(
     got = prog.lower(fusion=[adds])(*args)
     np.testing.assert_allclose(np.asarray(got[0] if isinstance(got, list) else got), f(*args))
     monkeypatch.setattr(prog, "platform", "gpu")
-    with pytest.raises(FusionError, match="XLA:GPU would not build.*operands and outputs"):
+    with pytest.raises(FusionError, match=r"XLA:GPU would not build.*operands and outputs"):
         prog.fused_module([adds])
