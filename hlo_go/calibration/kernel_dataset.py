@@ -695,11 +695,12 @@ def measure_graph(
     from hlo_go.decisions import fusion_group_names
     from hlo_go.xla import program
     from hlo_go.xla.profile import profile_compiled, profile_options
+    from hlo_go.xla.timing import CLOCKS
 
     start = time.perf_counter()
     root_path = Path(root)
-    clock = "cpu" if platform == "cpu" else "wall"
-    now = time.process_time if clock == "cpu" else time.perf_counter
+    clock: Clock = "cpu" if platform == "cpu" else "wall"
+    now = CLOCKS[clock]
     step, abstract = get_workload(name).make()
     prog = program(step, abstract, compiler_options=profile_options(platform), platform=platform)
     graph = prog.graph
