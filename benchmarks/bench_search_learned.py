@@ -16,7 +16,8 @@ timed interleaved with it (:func:`hlo_go.xla.measure_many`, as ``bench_lowering`
 Headline: per search, the geomean over graphs of the best heuristic's time over the
 search's (> 1: the search is faster), ``searched_vs_best_heuristic_geomean`` and
 ``searched_learned_vs_best_heuristic_geomean``, also over the held-out families alone.
-Per-graph results are cached in ``results/search_learned.partial.json`` (resumable);
+Per-graph results are cached in ``results/search_learned.partial.json`` (resumable; a graph
+searched over another model file is measured again);
 ``HLO_GO_SEARCH_LEARNED_GRAPHS`` picks graphs; ``--quick``: one graph, a smaller search.
 """
 
@@ -85,9 +86,31 @@ def measure_graph(name: str, *, repeats: int, budget: int) -> dict[str, Any]:
         "graph": name,
         "nodes": prog.graph.num_nodes,
         "inputs_sha256": inputs_digest(prog.args),
+        "model_sha256": model_digest(),
         "version": RESULTS_VERSION,
         "seconds": time.perf_counter() - start,
         "rows": rows,
+    }
+
+
+def model_digest() -> str:
+    """A short digest of the shipped learned model's file, so that a resumed run does not
+    keep graphs searched over another model."""
+    import hashlib
+
+    from hlo_go.sim.learned.predict import model_path
+    from hlo_go.sim.presets import HOST_KERNEL_MODEL
+
+    return hashlib.sha256(model_path(HOST_KERNEL_MODEL).read_bytes()).hexdigest()[:16]
+
+
+def reusable(per_graph: dict[str, dict[str, Any]], model: str) -> dict[str, dict[str, Any]]:
+    """The cached graphs a resumed run keeps: this results version, searched over the
+    model file whose digest is ``model``."""
+    return {
+        g: v
+        for g, v in per_graph.items()
+        if v.get("version") == RESULTS_VERSION and v.get("model_sha256") == model
     }
 
 
@@ -134,15 +157,16 @@ def run(*, quick: bool = False) -> dict[str, Any]:
     budget = 200 if quick else SEARCH_BUDGET
     cache = PARTIAL.with_suffix(".quick.json") if quick else PARTIAL
     per_graph: dict[str, dict[str, Any]] = json.loads(cache.read_text()) if cache.exists() else {}
-    per_graph = {g: v for g, v in per_graph.items() if v.get("version") == RESULTS_VERSION}
+    model = model_digest()
+    per_graph = reusable(per_graph, model)
     todo = [g for g in graphs if g not in per_graph or "error" in per_graph[g]]
     measure_pinned(
         todo, measure_graph, per_graph=per_graph, cache=cache, version=RESULTS_VERSION,
         log=_log, repeats=repeats, budget=budget,
     )  # fmt: skip
     chosen = {g: per_graph[g] for g in graphs if g in per_graph}
-    model = load_kernel_model("host-cpu")
-    heldout = set(model.meta.get("heldout_families", ())) if model is not None else set()
+    shipped = load_kernel_model("host-cpu")
+    heldout = set(shipped.meta.get("heldout_families", ())) if shipped is not None else set()
     families = {g: corpus.family(g) for g in chosen}
     rows = [r for g in chosen.values() for r in g.get("rows", [])]
     return {
@@ -150,6 +174,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         "rows": rows,
         **summarize(chosen, {g for g, f in families.items() if f in heldout}),
         "heldout_families": ", ".join(sorted(heldout)),
+        "model_sha256": model,
         "graphs_failed": {g: v["error"] for g, v in chosen.items() if "error" in v},
         "search_budget": budget,
         "repeats": repeats,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.bench_search_learned import summarize, versus_best
+from benchmarks.bench_search_learned import RESULTS_VERSION, reusable, summarize, versus_best
 
 
 def _rows(graph: str, **relative: float | None) -> dict:
@@ -32,3 +32,13 @@ def test_search_against_the_best_correct_heuristic() -> None:
     assert got["searched_faster_than_best_heuristic"] == 1
     assert got["searched_learned_graphs"] == 1
     assert got["searched_learned_vs_best_heuristic_heldout_geomean"] is None
+
+
+def test_resume_drops_graphs_of_another_model_or_version() -> None:
+    per_graph = {
+        "a": {"version": RESULTS_VERSION, "model_sha256": "m1"},
+        "b": {"version": RESULTS_VERSION, "model_sha256": "m0"},
+        "c": {"version": RESULTS_VERSION - 1, "model_sha256": "m1"},
+        "d": {"version": RESULTS_VERSION},  # before models were recorded
+    }
+    assert list(reusable(per_graph, "m1")) == ["a"]

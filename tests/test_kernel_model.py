@@ -110,11 +110,17 @@ def test_featurizer_shapes(graph: OpGraph):
     # Only e's value leaves the fused kernel; t reads d from outside (64 x 16 f32).
     start = int(ptr[fused])
     rows = {graph.names[v]: start + i for i, v in enumerate(members[ptr[fused] : ptr[fused + 1]])}
-    leaves = kfeatures.NUM_FEATURES + len(kfeatures.OP_CLASSES)
+    layout = kfeatures.NUM_FEATURES + len(kfeatures.OP_CLASSES)
+    leaves = layout + kfeatures.NUM_LAYOUT_FEATURES
     assert batch.node_features[rows["e"], leaves] == 1.0
     assert batch.node_features[rows["t"], leaves] == 0.0
     assert batch.node_features[rows["t"], leaves + 1] == pytest.approx(np.log1p(64 * 16 * 4))
     assert batch.node_features[rows["m"], leaves + 1] == 0.0
+    # The dot's row carries its shape: M 64, N 16, K 32, the lhs contracting its minor dim.
+    dot_row = int(np.flatnonzero(members == graph.node_index["d"])[0])
+    m, n, kk, _, lhs_minor, rhs_minor = batch.node_features[dot_row, layout + 6 : layout + 12]
+    np.testing.assert_allclose(np.expm1([m, n, kk]), [64, 16, 32], rtol=1e-5)
+    assert (lhs_minor, rhs_minor) == (1.0, 0.0)
     # Edges stay inside their kernel.
     owner = np.repeat(np.arange(k), batch.n_node)
     assert (owner[batch.senders] == owner[batch.receivers]).all()

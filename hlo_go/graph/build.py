@@ -10,10 +10,12 @@ from hlo_go.graph.colocation import colocation_groups
 from hlo_go.graph.costs import LoopCosting
 from hlo_go.graph.features import FUSION_KINDS, NodeFacts, dtype_class, node_features
 from hlo_go.graph.flatten import flatten_entry
+from hlo_go.graph.layout import layout_features
 from hlo_go.graph.opgraph import OpGraph
 from hlo_go.graph.trip_count import DEFAULT_TRIP_COUNT
 from hlo_go.graph.vocab import opcode_ids
 from hlo_go.hlo import FrozenDict, HloInstruction, HloModule, Shape, verify_module
+from hlo_go.hlo.attributes import dot_dims
 
 _FUSION_KIND_CODES = {kind: i + 1 for i, kind in enumerate(FUSION_KINDS)}
 
@@ -88,6 +90,8 @@ def _matrix_kind(instr: HloInstruction) -> int:
     """``OpGraph.matrix_kind`` of one instruction (not looking inside fusions)."""
     if instr.opcode in ("dot", "ragged-dot"):
         return 1
+    if instr.opcode == "custom-call" and dot_dims(instr) is not None:
+        return 1  # an XLA:GPU GEMM library call
     if instr.opcode != "convolution":
         return 0
     groups = (
@@ -119,8 +123,8 @@ def build_graph(
       node costing its fused body's aggregate, as XLA counts it.
     * Data edges: one per distinct (producer, consumer) pair, carrying the
       producer's output bytes. ``control-predecessors`` become control edges.
-    * Features: :mod:`hlo_go.graph.features`; colocation groups:
-      :mod:`hlo_go.graph.colocation`.
+    * Features: :mod:`hlo_go.graph.features`; per-dimension shape and layout facts:
+      :mod:`hlo_go.graph.layout`; colocation groups: :mod:`hlo_go.graph.colocation`.
 
     Args:
       module: a parsed module (:func:`hlo_go.hlo.parse_hlo`).
@@ -247,5 +251,10 @@ def build_graph(
         op_names=tuple(str(i.metadata.get("op_name", "")) for i in flat.instructions),
         launches=_readonly(launches),
         matrix_kind=_readonly(matrix_kind),
+        layout_features=_readonly(
+            layout_features(
+                module, flat.instructions, flat.computations, facts.flops, senders, receivers
+            )
+        ),
     )
     return graph.validate() if validate else graph

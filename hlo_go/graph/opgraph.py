@@ -9,6 +9,7 @@ from typing import NamedTuple
 import numpy as np
 
 from hlo_go.graph.features import FEATURE_NAMES
+from hlo_go.graph.layout import NUM_LAYOUT_FEATURES
 from hlo_go.graph.vocab import OPCODE_VOCAB
 
 # Values of ``OpGraph.matrix_kind``.
@@ -70,6 +71,11 @@ class OpGraph(NamedTuple):
         0 none, 1 ``dot``, 2 ``convolution``, 3 grouped or depthwise ``convolution``
         (``feature_group_count`` or ``batch_group_count`` above 1); a fusion takes the
         largest kind in its fused computation. ``None`` for a graph built without it.
+      layout_features: ``float32[N, L]`` per-dimension shape and layout facts (minor-most
+        dimensions, default layout or not, a matrix product's M, N, K and which operands
+        contract over their contiguous dimension); column ``j`` is
+        :data:`hlo_go.graph.layout.LAYOUT_FEATURE_NAMES` ``[j]``. Read by the learned
+        kernel cost model, not by the policy. ``None`` for a graph built without them.
     """
 
     names: tuple[str, ...]
@@ -94,6 +100,7 @@ class OpGraph(NamedTuple):
     op_names: tuple[str, ...] = ()
     launches: np.ndarray | None = None
     matrix_kind: np.ndarray | None = None
+    layout_features: np.ndarray | None = None
 
     @property
     def kernel_launches(self) -> np.ndarray:
@@ -233,6 +240,10 @@ def _validate(graph: OpGraph) -> None:
         kinds = _check_array(graph, "matrix_kind", (n,), "i1")
         if ((kinds < 0) | (kinds >= len(MATRIX_KINDS))).any():
             _fail("matrix_kind out of range")
+    if graph.layout_features is not None:
+        layout = _check_array(graph, "layout_features", (n, NUM_LAYOUT_FEATURES), "f4")
+        if not np.isfinite(layout).all():
+            _fail("layout_features are not finite")
     features = _check_array(graph, "features", (n, len(FEATURE_NAMES)), "f4")
     if not np.isfinite(features).all():
         bad = np.argwhere(~np.isfinite(features))[0]

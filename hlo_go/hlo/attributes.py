@@ -175,10 +175,72 @@ def known_trip_count(backend_config: str | None) -> int | None:
     """
     if not backend_config or "known_trip_count" not in backend_config:
         return None
+    config = _json_config(backend_config)
+    try:
+        return int(config["known_trip_count"]["n"])  # type: ignore[index]
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+class DotDims(NamedTuple):
+    """A matrix product's dimension numbers (each a tuple of dimension indices)."""
+
+    lhs_contracting: tuple[int, ...]
+    rhs_contracting: tuple[int, ...]
+    lhs_batch: tuple[int, ...]
+    rhs_batch: tuple[int, ...]
+
+
+GEMM_TARGET_PREFIX = "__cublas$"
+"""``custom_call_target`` prefix of XLA:GPU's GEMM library calls (``__cublas$gemm``,
+``__cublas$lt$matmul``, ...), whose backend_config carries a dot's dimension numbers."""
+
+
+def _json_config(backend_config: str | None) -> dict | None:
+    """A backend_config as written (a JSON object, or a quoted string holding one)."""
+    if not backend_config:
+        return None
     try:
         config = json.loads(backend_config.strip())
         if isinstance(config, str):
             config = json.loads(config)
-        return int(config["known_trip_count"]["n"])
-    except (ValueError, KeyError, TypeError):
+    except ValueError:
+        return None
+    return config if isinstance(config, dict) else None
+
+
+def dot_dims(instr: HloInstruction) -> DotDims | None:
+    """The dimension numbers of a ``dot``, or of a GEMM library custom-call (from its
+    ``gemm_backend_config.dot_dimension_numbers``); None for anything else or a config
+    that does not give them."""
+    if instr.opcode == "dot":
+        a = instr.attributes
+        return DotDims(
+            int_list(a.get("lhs_contracting_dims")),
+            int_list(a.get("rhs_contracting_dims")),
+            int_list(a.get("lhs_batch_dims")),
+            int_list(a.get("rhs_batch_dims")),
+        )
+    if instr.opcode != "custom-call":
+        return None
+    target = instr.attributes.get("custom_call_target", "").strip().strip('"')
+    if not target.startswith(GEMM_TARGET_PREFIX):
+        return None
+    config = _json_config(instr.backend_config)
+    numbers = (config or {}).get("gemm_backend_config", {}).get("dot_dimension_numbers")
+    if not isinstance(numbers, dict):
+        return None
+    try:
+        return DotDims(
+            *(
+                tuple(int(d) for d in numbers.get(f"{side}_{kind}_dimensions", ()))
+                for kind, side in (
+                    ("contracting", "lhs"),
+                    ("contracting", "rhs"),
+                    ("batch", "lhs"),
+                    ("batch", "rhs"),
+                )
+            )
+        )
+    except (TypeError, ValueError):
         return None

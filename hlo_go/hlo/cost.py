@@ -54,7 +54,9 @@ Where hlo-go differs from XLA, on purpose:
 
 * custom-call: XLA reports -1 flops and -1 bytes accessed (unknown), which
   leaks into every total that contains one. We report 0 flops and the default
-  bytes (operands read, output leaves written), so totals stay meaningful; a
+  bytes (operands read, output leaves written), so totals stay meaningful, except
+  for XLA:GPU's GEMM library calls (``__cublas$...``), which count the flops of the
+  dot their backend_config describes, as XLA's GPU cost analysis does; a
   module's totals therefore exceed XLA's by 1 flop and (default bytes + 1)
   bytes per custom-call in the entry computation (or reached through call,
   while or async-start).
@@ -442,7 +444,15 @@ def _all_reduce(c: _Costing, comp: HloComputation, instr: HloInstruction) -> Cos
 
 def _custom_call(c: _Costing, comp: HloComputation, instr: HloInstruction) -> Cost:
     # Deliberate difference: XLA says -1 flops and -1 bytes (unknown).
-    return c.default_bytes(comp, instr)
+    cost = c.default_bytes(comp, instr)
+    dims = attrs.dot_dims(instr)  # an XLA:GPU GEMM library call: the dot it computes
+    if dims is None or not instr.operands:
+        return cost
+    lhs = c.operand_shape(comp, instr, 0)
+    result = next((leaf for leaf in instr.shape.leaves() if leaf.is_array), None)
+    if result is None or any(d >= lhs.rank for d in dims.lhs_contracting):
+        return cost
+    return cost._replace(flops=_dot_flops(lhs, _elements(result), dims.lhs_contracting))
 
 
 # -- control flow ----------------------------------------------------------------

@@ -14,9 +14,11 @@ directed edges (producer to consumer and back, told apart by an edge feature):
   zeroed, which says nothing about the kernel), its op class one-hot
   (:data:`hlo_go.sim.OP_CLASSES`), and what the group makes of it: whether its value
   leaves the kernel (used outside, or the graph's root), the log bytes and count of
-  its operands from outside the kernel, whether it is alone; plus its opcode id, which
-  the model embeds. The OpGraph keeps no per-dimension shapes or layouts, so neither
-  do these features.
+  its operands from outside the kernel, whether it is alone; its per-dimension shape and
+  layout facts (``OpGraph.layout_features``, :mod:`hlo_go.graph.layout`: minor-most
+  dimensions, default layout or not, a matrix product's M, N, K and which operands
+  contract over their contiguous dimension; zeros for a graph built without them); plus
+  its opcode id, which the model embeds.
 * **edge features** (:data:`EDGE_FEATURES`): log bytes carried, and 1 for the
   producer-to-consumer direction.
 * **global features** (:data:`GLOBAL_FEATURES`): the log roofline seconds, log total
@@ -54,10 +56,11 @@ import numpy as np
 from hlo_go.decisions import adjacency
 from hlo_go.graph import FEATURE_NAMES, NUM_FEATURES, OpGraph
 from hlo_go.graph.batching import Bucket, next_power_of_two
+from hlo_go.graph.layout import NUM_LAYOUT_FEATURES
 from hlo_go.sim.cluster import OP_CLASSES
 from hlo_go.sim.cost_model import MATRIX_CLASSES, op_classes
 
-FEATURES_VERSION = 1
+FEATURES_VERSION = 2
 """Version of the features' definition; a model trained on another version is refused."""
 
 MAX_KERNEL_NODES = 512
@@ -65,9 +68,10 @@ MAX_KERNEL_NODES = 512
 
 _TOPO = FEATURE_NAMES.index("topo_position")
 _DYNAMIC = ("leaves_kernel", "log_outside_bytes", "log_outside_operands", "alone")
-NODE_FEATURES = NUM_FEATURES + len(OP_CLASSES) + len(_DYNAMIC)
-"""Node feature columns: ``OpGraph.features``, the op class one-hot, then
-``leaves_kernel``, ``log_outside_bytes``, ``log_outside_operands``, ``alone``."""
+NODE_FEATURES = NUM_FEATURES + len(OP_CLASSES) + NUM_LAYOUT_FEATURES + len(_DYNAMIC)
+"""Node feature columns: ``OpGraph.features``, the op class one-hot,
+``OpGraph.layout_features``, then ``leaves_kernel``, ``log_outside_bytes``,
+``log_outside_operands``, ``alone``."""
 EDGE_FEATURES = 2
 """Edge feature columns: ``log_bytes``, ``forward``."""
 GLOBAL_NAMES: tuple[str, ...] = (
@@ -122,7 +126,7 @@ class KernelBatch(NamedTuple):
 
 class _Static(NamedTuple):
     graph: OpGraph
-    node_features: np.ndarray  # float32[N, NUM_FEATURES + len(OP_CLASSES)]
+    node_features: np.ndarray  # float32[N, NUM_FEATURES + len(OP_CLASSES) + NUM_LAYOUT_FEATURES]
     opcode: np.ndarray
     matrix: np.ndarray
     control: np.ndarray
@@ -148,11 +152,16 @@ def _static(graph: OpGraph) -> _Static:
     features[:, _TOPO] = 0.0
     onehot = np.zeros((graph.num_nodes, len(OP_CLASSES)), np.float32)
     onehot[np.arange(graph.num_nodes), classes] = 1.0
+    layout = (
+        np.zeros((graph.num_nodes, NUM_LAYOUT_FEATURES), np.float32)
+        if graph.layout_features is None
+        else graph.layout_features.astype(np.float32)
+    )
     adj = adjacency(graph)
     names = graph.opcode_names
     value = _Static(
         graph,
-        np.concatenate([features, onehot], axis=1),
+        np.concatenate([features, onehot, layout], axis=1),
         graph.opcode.astype(np.int32),
         np.isin(classes, MATRIX_CLASSES),
         np.array([n in _CONTROL for n in names], dtype=bool),
