@@ -162,3 +162,51 @@ ENTRY e {{
         attrs.known_trip_count(entry.instruction(n).backend_config) for n in ("w1", "w2", "w3")
     ]
     assert counts == [10, 7, None]
+
+
+GEMM_CONFIG = (
+    '{"gemm_backend_config":{"dot_dimension_numbers":{"lhs_contracting_dimensions":["2"],'
+    '"rhs_contracting_dimensions":["1"],"lhs_batch_dimensions":["0"],'
+    '"rhs_batch_dimensions":["0"]}}}'
+)
+
+
+@pytest.mark.parametrize(
+    ("target", "config", "expected"),
+    [
+        ("__cublas$gemm", GEMM_CONFIG, ((2,), (1,), (0,), (0,))),
+        ("__cublas$lt$matmul", json.dumps(GEMM_CONFIG), ((2,), (1,), (0,), (0,))),  # quoted
+        ("__cudnn$convForward", GEMM_CONFIG, None),  # not a GEMM library call
+        ("__cublas$gemm", '{"gemm_backend_config":{}}', None),
+        ("__cublas$gemm", '{"gemm_backend_config": broken', None),
+        ("__cublas$gemm", None, None),
+    ],
+)
+def test_dot_dims_of_gemm_calls(target: str, config: str | None, expected: tuple | None) -> None:
+    from hlo_go.hlo import HloInstruction, parse_shape
+
+    instr = HloInstruction(
+        "g",
+        "custom-call",
+        parse_shape("f32[4,8,16]"),
+        ("a", "b"),
+        attributes={"custom_call_target": f'"{target}"'},
+        backend_config=config,
+    )
+    got = attrs.dot_dims(instr)
+    assert (tuple(got) if got is not None else None) == expected
+
+
+def test_dot_dims_of_a_dot() -> None:
+    module = parse_hlo(
+        """HloModule m
+ENTRY e {
+  a = f32[4,8,32] parameter(0)
+  b = f32[4,32,16] parameter(1)
+  ROOT d = f32[4,8,16] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}
+}
+"""
+    )
+    dot = module.entry.root
+    assert tuple(attrs.dot_dims(dot)) == ((2,), (1,), (0,), (0,))
+    assert attrs.dot_dims(module.entry.instruction("a")) is None

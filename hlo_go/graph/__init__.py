@@ -14,7 +14,8 @@ from here and from their modules but are not advertised.
 Module by concept: :mod:`~hlo_go.graph.flatten` (inlining calls),
 :mod:`~hlo_go.graph.trip_count` (loop trip counts), :mod:`~hlo_go.graph.costs`
 (node costs, trip counts applied), :mod:`~hlo_go.graph.features` (every feature
-column), :mod:`~hlo_go.graph.colocation` (device-sharing rules),
+column), :mod:`~hlo_go.graph.layout` (per-dimension shape and layout facts, for the
+learned kernel cost model), :mod:`~hlo_go.graph.colocation` (device-sharing rules),
 :mod:`~hlo_go.graph.vocab` (opcode ids), :mod:`~hlo_go.graph.opgraph` (the type and
 its invariants), :mod:`~hlo_go.graph.build` (putting it together),
 :mod:`~hlo_go.graph.batching` (padding into jraph buckets).
@@ -37,6 +38,8 @@ from hlo_go.graph.features import NodeFacts as NodeFacts
 from hlo_go.graph.features import node_features as node_features
 from hlo_go.graph.flatten import FlatEntry as FlatEntry
 from hlo_go.graph.flatten import flatten_entry as flatten_entry
+from hlo_go.graph.layout import LAYOUT_FEATURE_NAMES as LAYOUT_FEATURE_NAMES
+from hlo_go.graph.layout import NUM_LAYOUT_FEATURES as NUM_LAYOUT_FEATURES
 from hlo_go.graph.opgraph import MATRIX_KINDS as MATRIX_KINDS
 from hlo_go.graph.opgraph import OpGraph
 from hlo_go.graph.trip_count import DEFAULT_TRIP_COUNT as DEFAULT_TRIP_COUNT
