@@ -56,16 +56,6 @@ NUM_LAYOUT_FEATURES = len(LAYOUT_FEATURE_NAMES)
 _MATRIX_COLUMNS = slice(6, 12)
 
 
-def first_array(shape: Shape) -> Shape | None:
-    """The first array leaf of a shape (itself for an array), or None."""
-    if shape.is_array:
-        return shape
-    for leaf in shape.leaves():
-        if leaf.is_array:
-            return leaf
-    return None
-
-
 def minor_to_major(shape: Shape) -> tuple[int, ...]:
     """The dimensions of an array from fastest- to slowest-varying (the default layout,
     last dimension fastest, where the shape has none)."""
@@ -76,7 +66,7 @@ def minor_to_major(shape: Shape) -> tuple[int, ...]:
 
 def minor_dim(shape: Shape) -> int:
     """Size of an array's minor-most dimension (1 for a scalar or non-array)."""
-    array = first_array(shape)
+    array = shape.first_array()
     if array is None or array.rank == 0:
         return 1
     return max(1, array.dims[minor_to_major(array)[0]])
@@ -85,7 +75,7 @@ def minor_dim(shape: Shape) -> int:
 def shape_row(shape: Shape) -> np.ndarray:
     """Columns 0-4 of a node's output shape (``float32[5]``)."""
     row = np.zeros(5, np.float32)
-    array = first_array(shape)
+    array = shape.first_array()
     if array is None or array.rank == 0:
         row[3] = 1.0
         return row
@@ -134,7 +124,7 @@ def dot_row(dims: DotDims, lhs: Shape, rhs: Shape) -> np.ndarray:
 def convolution_row(instr: HloInstruction, flops: float) -> np.ndarray:
     """Columns 6-11 of a ``convolution`` (``float32[6]``): N is its output's minor
     dimension, K its flops per output element / 2, M the other output elements."""
-    out = first_array(instr.shape)
+    out = instr.shape.first_array()
     elements = max(1, out.num_elements) if out is not None else 1
     n = minor_dim(instr.shape)
     k = max(1.0, flops / (2.0 * elements))
@@ -147,7 +137,7 @@ def _operand_shape(comp: HloComputation, instr: HloInstruction, i: int) -> Shape
     if i >= len(instr.operands):
         return None
     op = comp.instruction(instr.operands[i]) if instr.operands[i] in comp else None
-    return first_array(op.shape) if op is not None else None
+    return op.shape.first_array() if op is not None else None
 
 
 def matrix_row(
@@ -215,22 +205,19 @@ def layout_features(
     """
     n = len(instructions)
     out = np.zeros((n, NUM_LAYOUT_FEATURES), np.float32)
-    minor = np.ones(n, np.int64)
-    is_array = np.zeros(n, bool)
-    rows: dict[int, np.ndarray] = {}
+    minor = np.zeros(n, np.int64)  # 0: no array of rank > 0
+    rows: dict[int, tuple[np.ndarray, int]] = {}  # by shape object: its row and minor dim
     for i, instr in enumerate(instructions):
         shape = instr.shape
-        row = rows.get(id(shape))
-        if row is None:
-            row = rows[id(shape)] = shape_row(shape)
-        out[i, :5] = row
-        array = first_array(shape)
-        if array is not None and array.rank > 0:
-            is_array[i] = True
-            minor[i] = minor_dim(array)
+        cached = rows.get(id(shape))
+        if cached is None:
+            array = shape.first_array()
+            ranked = array is not None and array.rank > 0
+            cached = rows[id(shape)] = (shape_row(shape), minor_dim(shape) if ranked else 0)
+        out[i, :5], minor[i] = cached
         if instr.opcode in ("dot", "convolution", "fusion", "custom-call"):
             out[i, _MATRIX_COLUMNS] = matrix_row(module, computations[i], instr, float(flops[i]))
     out[:, 5] = operands_minor_differ(
-        minor, is_array, np.asarray(senders, np.int64), np.asarray(receivers, np.int64)
+        minor, minor > 0, np.asarray(senders, np.int64), np.asarray(receivers, np.int64)
     )
     return out

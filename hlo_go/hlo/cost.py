@@ -449,7 +449,7 @@ def _custom_call(c: _Costing, comp: HloComputation, instr: HloInstruction) -> Co
     if dims is None or not instr.operands:
         return cost
     lhs = c.operand_shape(comp, instr, 0)
-    result = next((leaf for leaf in instr.shape.leaves() if leaf.is_array), None)
+    result = instr.shape.first_array()
     if result is None or any(d >= lhs.rank for d in dims.lhs_contracting):
         return cost
     return cost._replace(flops=_dot_flops(lhs, _elements(result), dims.lhs_contracting))

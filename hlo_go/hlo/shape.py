@@ -154,6 +154,12 @@ class Shape:
             size += 4 * self.rank
         return size
 
+    def first_array(self) -> Shape | None:
+        """The first array leaf, depth first (itself for an array), or None."""
+        if self.is_array:
+            return self
+        return next((leaf for leaf in self.leaves() if leaf.is_array), None)
+
     def leaves(self) -> tuple[Shape, ...]:
         """The non-tuple shapes inside this shape, depth first (itself if not a tuple)."""
         if not self.is_tuple:
