@@ -90,9 +90,12 @@ def test_generalization_quick(tmp_path: Path):
 
 
 def test_generalization_families_without_graphs():
-    kept, skipped = generalization.evaluable(["gnmt", "gpt2", "inception_v3"], 1000)
+    families = ["gnmt", "gpt2", "inception_v3"]
+    kept, skipped = generalization.evaluable(families, 1000, smallest=False)
     assert kept == ["gnmt"]  # gnmt_l2_scan has 984 nodes; gpt2's smallest 1,292
     assert set(skipped) == {"gpt2", "inception_v3"}
+    # as the zero-shot runs judge them: a family's smallest base graph where none is small
+    assert generalization.evaluable(families, 1000) == (families, {})
     assert generalization.targets({"zero_shot_decide_s_max": 2.5})["zero_shot_decide_s_max"] == {
         "value": 2.5,
         "target": "<= 2",
