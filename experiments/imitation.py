@@ -31,7 +31,10 @@ For each held-out family:
    decode (greedy, cuts, :data:`hlo_go.rl.DEFAULT_MOVES` moves) took (equal wall-clock).
    ``--refine-moves STEPS``: before that, ``STEPS`` more imitation steps whose move labels
    are simulated from the network's own decode on its training graphs
-   (:func:`hlo_go.rl.refine_moves`), where its climb starts.
+   (:func:`hlo_go.rl.refine_moves`), where its climb starts. ``--ppo-steps STEPS``: then
+   PPO on the simulator from the network, on its training graphs of at most
+   ``--ppo-max-nodes`` nodes on every training cluster at once (:func:`hlo_go.rl.pretrain`;
+   issue 43's recipe, second half).
 4. **Fine-tuned** (:func:`hlo_go.rl.finetune`): ``--finetune-steps`` (at most 50) PPO steps
    from the imitation checkpoint on each held-out graph; the best decisions its samples
    found, the final greedy ones, the fine-tuned network's own decode, and the outcome: the
@@ -79,6 +82,8 @@ CHANGED_SHARE = 0.0  # hlo_go.rl.imitation.CHANGED_SHARE
 # The credible expert: the per-layer pipeline, or one device where that is faster.
 EXPERT = ("expert+critical-path+xla-cpu-like", "critical-path+xla-cpu-like")
 # --quick: settings left at their defaults become these (a smoke run of a minute or so).
+PPO_MAX_NODES = 2500
+PPO_BATCH = 4  # --ppo-steps: graphs_per_batch = switch_every, one new pair each step
 QUICK = {
     "held_out": ["gnmt"],
     "evaluations": 30,
@@ -200,9 +205,15 @@ def run_fold(family: str, args: Any, store: Path) -> dict[str, Any]:
             record = {"checkpoint": str(reused), "imitation_steps": ckpt.step}
             if ckpt.meta.get("imitation", {}).get("init_step") is not None:  # refined
                 record["refined_from_step"] = ckpt.meta["imitation"]["init_step"]
+        final = Path(work)
         if args.refine_moves:
-            ckpt = _refined(ckpt, args, store, Path(work) / "refined")
+            final = Path(work) / "refined"
+            ckpt = _refined(ckpt, args, store, final)
             record["refine_moves_steps"] = args.refine_moves
+        if args.ppo_steps:
+            final = Path(work) / "ppo"
+            ckpt, ppo = _ppo_trained(ckpt, train, args, final)
+            record |= ppo
         graphs = C.load_graphs(test)
         rows = []
         for name in test:
@@ -281,10 +292,9 @@ def run_fold(family: str, args: Any, store: Path) -> dict[str, Any]:
             if args.finetune_steps:
                 row |= _finetuned(ckpt, name, graph, cluster, args, Path(work), start, base, gain)
             rows.append(row)
-        if args.keep and (reused is None or args.refine_moves):
+        if args.keep and (reused is None or args.refine_moves or args.ppo_steps):
             args.keep.mkdir(parents=True, exist_ok=True)
-            run = Path(work) / "refined" if args.refine_moves else Path(work)
-            shutil.copy(run / "checkpoint.msgpack", args.keep / f"{family}.msgpack")
+            shutil.copy(final / "checkpoint.msgpack", args.keep / f"{family}.msgpack")
     return {"family": family, "training_graphs": train, **record, "rows": rows}
 
 
@@ -299,6 +309,39 @@ def _refined(ckpt: Any, args: Any, store: Path, out: Path) -> Any:
         ckpt, teachers, steps=args.refine_moves, seed=args.seed, progress=True, out_dir=out
     )
     return load_checkpoint(out)
+
+
+def _ppo_trained(ckpt: Any, train: Sequence[str], args: Any, out: Path) -> tuple[Any, dict]:
+    """``ckpt`` after ``--ppo-steps`` PPO steps on its training graphs of at most
+    ``--ppo-max-nodes`` nodes, on each of the training clusters at once
+    (:func:`hlo_go.rl.pretrain` from its parameters; one (graph, cluster) a step, each in
+    turn in a shuffled order), and what that cost."""
+    from hlo_go.rl import load_checkpoint, pretrain
+    from hlo_go.sim import get_cluster
+
+    names = [n for n in train if _nodes(n) <= args.ppo_max_nodes]
+    clusters = [get_cluster(c) for c in args.train_clusters or [args.cluster]]
+    pairs = len(names) * len(clusters)
+    config = ckpt.config.replace(
+        switch_every=PPO_BATCH, graphs_per_batch=PPO_BATCH, progress=True, eval_every=10**9,
+        checkpoint_every=50,
+    )  # fmt: skip
+    C.log("imitation", f"PPO: {args.ppo_steps} steps over {pairs} (graph, cluster) pairs")
+    began = time.perf_counter()
+    result = pretrain(
+        list(C.load_graphs(names).items()), clusters, steps=args.ppo_steps, out_dir=out,
+        config=config, init=ckpt,
+    )  # fmt: skip
+    rewards = [row["reward_mean"] for row in result.history]
+    tenth = max(1, len(rewards) // 10)
+    return load_checkpoint(out), {
+        "ppo_steps": args.ppo_steps,
+        "ppo_pairs": pairs,
+        "ppo_clusters": [c.name for c in clusters],
+        "ppo_s": time.perf_counter() - began,
+        "ppo_reward_mean_first_tenth": C.mean(rewards[:tenth]),
+        "ppo_reward_mean_last_tenth": C.mean(rewards[-tenth:]),
+    }
 
 
 def _expert_and_hdp(graph: Any, cluster: Any, args: Any, start: Any, base: float) -> dict[str, Any]:
@@ -469,6 +512,20 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         metavar="STEPS",
         help="with --move-head: then teach the move head from the network's own decode for "
         "STEPS more steps (hlo_go.rl.refine_moves; kept by --keep)",
+    )
+    p.add_argument(
+        "--ppo-steps",
+        type=int,
+        default=0,
+        metavar="STEPS",
+        help="then PPO across the training clusters for STEPS steps on the training graphs "
+        "(hlo_go.rl.pretrain from the network; kept by --keep)",
+    )
+    p.add_argument(
+        "--ppo-max-nodes",
+        type=int,
+        default=PPO_MAX_NODES,
+        help="with --ppo-steps: the training graphs of at most this many nodes",
     )
     p.add_argument(
         "--renumber-devices",

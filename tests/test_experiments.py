@@ -199,3 +199,14 @@ def test_imitation_quick(tmp_path: Path):
     from hlo_go.rl import load_checkpoint
 
     assert sorted(load_checkpoint(keep / "gnmt.msgpack").meta["clusters"]) == ["p100x2", "v100x4"]
+    # then PPO on the simulator across both training clusters, from the kept network
+    tuned = tmp_path / "ppo-keep"
+    ppo = imitation.main(
+        [*flags_zero, "--out", str(tmp_path / "ppo"), "--checkpoints", str(keep), "--keep",
+         str(tuned), "--ppo-steps", "2", "--train-clusters", "v100x4", "p100x2"]
+    )  # fmt: skip
+    fold = ppo["folds"][0]
+    assert fold["ppo_steps"] == 2 and fold["ppo_clusters"] == ["v100x4", "p100x2"]
+    assert fold["ppo_pairs"] == 2 * len(fold["training_graphs"])
+    meta = load_checkpoint(tuned / "gnmt.msgpack").meta
+    assert meta["kind"] == "pretrain" and meta["clusters"] == ["v100x4", "p100x2"]

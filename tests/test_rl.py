@@ -30,11 +30,13 @@ from hlo_go.rl import (
     minibatch_epochs,
     normalize_advantages,
     ppo_loss,
+    pretrain,
     read_events,
     read_metrics,
     reward,
     train_one,
 )
+from hlo_go.rl.checkpoint import ResumeMismatchError
 from hlo_go.rl.metrics import EventFileWriter, MetricsLogger
 from hlo_go.sim import Cluster, Link, get_cluster, simulate
 from hlo_go.sim.presets import V100_SXM2
@@ -428,6 +430,34 @@ def test_resume_continues_identically(graph, tmp_path, variant):
     )
 
 
+def test_pretrain_across_clusters(graph, tmp_path):
+    # One policy, PPO on each (graph, cluster) pair; each pair's reward and decisions are
+    # its own cluster's, and resuming checks the clusters as it checks the graphs.
+    clusters = [get_cluster("v100x4"), _slow_fast_cluster()]
+    config = _tiny_config(checkpoint_every=2, graphs_per_batch=2)
+    out = tmp_path / "both"
+    result = pretrain([("g", graph)], clusters, steps=4, out_dir=out, config=config)
+    assert set(result.graphs) == {"g@v100x4", "g@slow-fast"}
+    assert {row["graph"] for row in result.history} == {"g@v100x4", "g@slow-fast"}
+    assert result.graphs["g@slow-fast"].greedy.placement.max() < 2  # the 2-device cluster
+    for name, cluster in (("g@v100x4", clusters[0]), ("g@slow-fast", clusters[1])):
+        r = result.graphs[name]
+        assert r.greedy_time == pytest.approx(simulate(graph, cluster, r.greedy).step_time)
+    ckpt = load_checkpoint(out)
+    assert ckpt.meta["cluster"] == "v100x4,slow-fast"
+    assert ckpt.meta["clusters"] == ["v100x4", "slow-fast"]
+    assert ckpt.meta["graphs"] == ["g@v100x4", "g@slow-fast"]
+    resumed = pretrain([("g", graph)], clusters, steps=6, out_dir=out, config=config)
+    assert [row["step"] for row in resumed.history] == [4, 5]
+    with pytest.raises(ResumeMismatchError, match="'v100x4,slow-fast', not 'v100x4'"):
+        pretrain([("g", graph)], clusters[:1], steps=8, out_dir=out, config=config)
+    with pytest.raises(ValueError, match="differently named"):
+        pretrain([("g", graph)], [clusters[0], clusters[0]], steps=1, out_dir=tmp_path / "x")
+    with pytest.raises(ValueError, match="max_devices"):
+        pretrain([graph], [clusters[0], get_cluster("v100x8")], steps=1,
+                 out_dir=tmp_path / "y", config=config)  # fmt: skip
+
+
 def test_finetune_and_infer_from_checkpoint(graph, tmp_path):
     cluster = get_cluster("v100x4")
     config = _tiny_config()
@@ -544,6 +574,21 @@ def test_cli_train_finetune_infer(tmp_path, capsys):
     no_prior = [*args[:5], str(tmp_path / "np"), *args[6:], "--follow-best"]
     assert main([*no_prior, *common]) == 2
     assert "prior_follows_best needs a prior_method" in capsys.readouterr().err
+    # pre-training on two clusters, from the GO-one run's parameters and settings
+    other = tmp_path / "other.hlo"
+    other.write_text(example_path().read_text())
+    both = tmp_path / "both"
+    pre = ["train", hlo, str(other), "--steps", "2", "--out", str(both), "--init", str(run)]
+    assert main([*pre, "--clusters", "v100x4,host-cpu-2", *common]) == 0
+    out = capsys.readouterr().out
+    assert "on host-cpu-2" in out and "on v100x4" in out
+    assert (both / "decisions_other@host-cpu-2.npz").exists()
+    ckpt = load_checkpoint(both)
+    assert ckpt.meta["clusters"] == ["v100x4", "host-cpu-2"]
+    assert ckpt.config.policy == load_checkpoint(run).config.policy
+    one = ["train", hlo, "--steps", "1", "--out", str(tmp_path / "z"), "--clusters", "v100x4"]
+    assert main([*one, *common]) == 2
+    assert "for pre-training" in capsys.readouterr().err
     # an input that cannot be read: a clear error and exit code 1 (nothing trained)
     assert (
         main(["train", "no_such_graph", "--steps", "1", "--out", str(tmp_path / "x"), *common]) == 1

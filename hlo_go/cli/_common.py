@@ -142,6 +142,19 @@ def cluster_type(spec: str) -> Any:
         raise argparse.ArgumentTypeError(f"cluster {spec!r}: {error}") from None
 
 
+def clusters_type(spec: str) -> list[Any]:
+    """argparse type of ``--clusters``: comma-separated presets or cluster files, each a
+    loaded :class:`~hlo_go.sim.Cluster` (:func:`cluster_type`).
+
+    Raises:
+      argparse.ArgumentTypeError: none given, an unknown preset or a bad file.
+    """
+    parts = [part.strip() for part in spec.split(",") if part.strip()]
+    if not parts:
+        raise argparse.ArgumentTypeError("give at least one cluster")
+    return [cluster_type(part) for part in parts]
+
+
 def add_cluster(parser: argparse.ArgumentParser, *, what: str = "the cluster to simulate") -> None:
     """Adds ``--cluster`` (default :data:`DEFAULT_CLUSTER`, checked at parse time)."""
     from hlo_go.sim import names

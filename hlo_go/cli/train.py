@@ -2,10 +2,11 @@
 
 ::
 
-    hlo-go train HLO ... [--cluster NAME] --steps N --out DIR
+    hlo-go train HLO ... [--cluster NAME | --clusters A,B,...] --steps N --out DIR
                  [--tasks placement,scheduling,fusion] [--samples K] [--seed S] [--lr LR]
                  [--switch-every N] [--graphs-per-batch G] [--config FILE.json]
-                 [--no-resume] [--baselines a,b,... | --no-baselines] [--quiet]
+                 [--init CHECKPOINT] [--no-resume] [--baselines a,b,... | --no-baselines]
+                 [--quiet]
     hlo-go finetune CHECKPOINT HLO [--cluster NAME] --steps N(<=50) --out DIR
     hlo-go infer CHECKPOINT HLO ... [--cluster NAME] [--samples K] [--temperature T]
                  [--moves K] [--out DIR]
@@ -13,7 +14,10 @@
 ``HLO`` is an HLO file (``.hlo`` / ``.hlo.gz``) or a corpus graph name (its
 ``--stage``, pre-fusion by default). ``train`` on one graph is GO-one
 (:func:`hlo_go.rl.train_one`); on several it pre-trains one policy on all of them
-(:func:`hlo_go.rl.pretrain`). ``--config`` is a JSON object of
+(:func:`hlo_go.rl.pretrain`), on one cluster or, with ``--clusters``, on every
+(graph, cluster) pair at once (one policy; the cluster features tell them apart).
+``--init`` starts pre-training from a checkpoint's parameters, e.g. ``hlo-go imitate``'s:
+imitation first, then PPO. ``--config`` is a JSON object of
 :class:`~hlo_go.rl.TrainConfig` fields (nested ``ppo``, ``reward``, ``policy``
 objects may be partial); flags override it. Every command ends with a table of the
 GO result against the baselines (:func:`hlo_go.rl.compare.heuristic_names` by
@@ -40,6 +44,7 @@ from hlo_go.cli._common import (
     add_moves,
     bounded,
     check_out_dir,
+    clusters_type,
     print_error,
 )
 from hlo_go.cli._methods import method_list_type
@@ -179,6 +184,17 @@ def add_commands(subparsers: Any, parents: list[argparse.ArgumentParser]) -> Non
     p.add_argument(
         "--graphs-per-batch", type=bounded(int, low=1), help="pre-training: graphs per batch"
     )
+    p.add_argument(
+        "--clusters",
+        type=clusters_type,
+        metavar="NAME|FILE,...",
+        help="pre-training: train on each of these clusters (instead of --cluster)",
+    )
+    p.add_argument(
+        "--init",
+        metavar="CHECKPOINT",
+        help="pre-training: start from this checkpoint's parameters (e.g. hlo-go imitate's)",
+    )
     p.add_argument("--no-resume", action="store_true", help="start over even if --out has a run")
     _add_common(p)
     p.set_defaults(func=cmd_train)
@@ -251,21 +267,36 @@ def _load_all(console: Console, sources: list[str], stage: str) -> list[tuple[st
 
 def cmd_train(args: argparse.Namespace, console: Console) -> int:
     """Runs ``hlo-go train``; 1 (nothing trained) when an input cannot be read or the
-    training fails."""
+    training fails; 2 for ``--clusters`` or ``--init`` with one input (GO-one)."""
+    from hlo_go.rl.checkpoint import load_checkpoint
     from hlo_go.rl.compare import MethodTime
     from hlo_go.rl.trainer import pretrain, train_one
 
-    cluster = args.cluster
-    config = build_config(args)
+    clusters = args.clusters or [args.cluster]
+    if len(args.inputs) == 1 and (args.clusters or args.init):
+        raise UsageError("--clusters and --init are for pre-training (give several inputs)")
+    init = None
+    if args.init:  # its settings are the run's defaults, as fine-tuning's are
+        try:
+            init = load_checkpoint(args.init)
+        except (OSError, ValueError) as error:
+            print_error(console, error)
+            return EXIT_FAILED
+    config = build_config(args, init.config if init is not None else None)
     graphs = _load_all(console, args.inputs, args.stage)
     if len(graphs) < len(args.inputs):
         return EXIT_FAILED
-    train = train_one if len(graphs) == 1 else pretrain
     try:
-        result = train(
-            graphs[0] if len(graphs) == 1 else graphs, cluster, steps=args.steps,
-            out_dir=args.out, config=config, resume=not args.no_resume,
-        )  # fmt: skip
+        if len(graphs) == 1:
+            result = train_one(
+                graphs[0], clusters[0], steps=args.steps, out_dir=args.out, config=config,
+                resume=not args.no_resume,
+            )  # fmt: skip
+        else:
+            result = pretrain(
+                graphs, clusters, steps=args.steps, out_dir=args.out, config=config,
+                resume=not args.no_resume, init=init,
+            )  # fmt: skip
     except (KeyError, ValueError, OSError) as error:
         print_error(console, error)
         return EXIT_FAILED
@@ -274,13 +305,15 @@ def cmd_train(args: argparse.Namespace, console: Console) -> int:
         f"{result.out_dir}"
     )
     for name, graph in graphs:
-        r = result.graphs[name]
-        _save_decisions(Path(args.out), name, r.best)
-        go = [
-            MethodTime("GO best seen", r.best_time, r.best_oom, result.elapsed),
-            MethodTime("GO greedy", r.greedy_time, False, result.elapsed),
-        ]
-        _report(console, args, name, graph, cluster, go)
+        for cluster in clusters:
+            label = name if len(clusters) == 1 else f"{name}@{cluster.name}"
+            r = result.graphs[label]
+            _save_decisions(Path(args.out), label, r.best)
+            go = [
+                MethodTime("GO best seen", r.best_time, r.best_oom, result.elapsed),
+                MethodTime("GO greedy", r.greedy_time, False, result.elapsed),
+            ]
+            _report(console, args, name, graph, cluster, go)
     return EXIT_OK
 
 

@@ -3,7 +3,7 @@
 Public names::
 
     train_one(graph, cluster, tasks, *, steps, out_dir)     GO-one
-    pretrain(graphs, cluster, tasks, *, steps, out_dir)     many graphs, batches switched every N steps
+    pretrain(graphs, clusters, tasks, *, steps, out_dir)    many graphs (on one or several clusters)
     data_parallel_pretrain(graphs, cluster, *, steps, out_dir, workers)
                                                             pretrain with W data-parallel workers
                                                             (jax.distributed processes, or emulated)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -279,22 +279,43 @@ def cluster_fingerprint(cluster: Cluster) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
-def run_meta(kind: str, cluster: Cluster, graphs: Mapping[str, OpGraph]) -> dict[str, Any]:
-    """The ``meta`` a run saves: kind, cluster, graph names and their fingerprints."""
-    return {
+def clusters_identity(clusters: Cluster | Sequence[Cluster]) -> tuple[str, str]:
+    """``(name, fingerprint)`` a run saves for the clusters it trains on: one cluster's own
+    name and :func:`cluster_fingerprint`; several clusters' names joined by ``","`` and a
+    hash of their fingerprints, in order."""
+    if isinstance(clusters, Cluster):
+        return clusters.name, cluster_fingerprint(clusters)
+    clusters = list(clusters)
+    if len(clusters) == 1:
+        return clusters_identity(clusters[0])
+    joined = ",".join(cluster_fingerprint(c) for c in clusters)
+    name = ",".join(c.name for c in clusters)
+    return name, hashlib.sha256(joined.encode()).hexdigest()
+
+
+def run_meta(
+    kind: str, cluster: Cluster | Sequence[Cluster], graphs: Mapping[str, OpGraph]
+) -> dict[str, Any]:
+    """The ``meta`` a run saves: kind, cluster (or clusters), graph names and their
+    fingerprints."""
+    name, fingerprint = clusters_identity(cluster)
+    meta = {
         "kind": kind,
-        "cluster": cluster.name,
+        "cluster": name,
         "graphs": list(graphs),
-        "cluster_fingerprint": cluster_fingerprint(cluster),
-        "graph_fingerprints": {name: graph_fingerprint(g) for name, g in graphs.items()},
+        "cluster_fingerprint": fingerprint,
+        "graph_fingerprints": {n: graph_fingerprint(g) for n, g in graphs.items()},
     }
+    if not isinstance(cluster, Cluster) and len(cluster) > 1:
+        meta["clusters"] = [c.name for c in cluster]
+    return meta
 
 
 def check_resume(
     checkpoint: Checkpoint,
     *,
     kind: str,
-    cluster: Cluster,
+    cluster: Cluster | Sequence[Cluster],
     graphs: Mapping[str, OpGraph],
     config: TrainConfig,
     where: str | Path = "",
@@ -304,7 +325,7 @@ def check_resume(
     Args:
       checkpoint: the run directory's checkpoint.
       kind: the run's kind (``train_one``, ``pretrain``).
-      cluster: the cluster the resumed run is for.
+      cluster: the cluster the resumed run is for (or its clusters, in order).
       graphs: graph name -> graph of the resumed run.
       config: the resumed run's settings (fields in :data:`RESUMABLE_CHANGES` may differ).
       where: the run directory, for messages.
@@ -323,13 +344,12 @@ def check_resume(
     if meta.get("kind") != kind:
         raise refuse(f"it holds a {meta.get('kind')!r} run, not {kind!r}")
     saved_fp = meta.get("cluster_fingerprint")
-    if meta.get("cluster") != cluster.name or (
-        saved_fp is not None and saved_fp != cluster_fingerprint(cluster)
-    ):
-        same_name = meta.get("cluster") == cluster.name
+    name, fingerprint = clusters_identity(cluster)
+    if meta.get("cluster") != name or (saved_fp is not None and saved_fp != fingerprint):
+        same_name = meta.get("cluster") == name
         raise refuse(
             f"the checkpoint was trained for cluster {meta.get('cluster')!r}, not "
-            f"{cluster.name!r}" + (" (same name, other devices or links)" if same_name else "")
+            f"{name!r}" + (" (same name, other devices or links)" if same_name else "")
         )
     if list(meta.get("graphs", [])) != list(graphs):
         raise refuse(f"the checkpoint's graphs are {meta.get('graphs')}, not {list(graphs)}")

@@ -287,7 +287,7 @@ def _train(
     callback: Callable[[dict[str, Any]], None] | None = None,
 ) -> TrainResult:
     out_dir = Path(out_dir)
-    cluster = envs[0].cluster
+    clusters = _distinct_clusters(envs)
     agent = agent_for(config)
     policy, optimizer = agent.policy, agent.optimizer
     template = policy.init(jax.random.key(config.seed), envs[0].inputs, config.max_devices)
@@ -310,7 +310,7 @@ def _train(
     if steps < start:
         raise ValueError(f"steps={steps} but the checkpoint has already done {start} steps")
     schedule = schedule or (lambda step: step % len(envs))
-    meta = run_meta(kind, cluster, {env.name: env.graph for env in envs})
+    meta = run_meta(kind, clusters, {env.name: env.graph for env in envs})
     logger = MetricsLogger(out_dir, METRIC_COLUMNS, resume_step=start if resume_from else None)
     history: list[dict[str, Any]] = []
 
@@ -327,7 +327,7 @@ def _train(
         )
 
     bar = tqdm(
-        total=steps, initial=start, desc=f"{kind} on {cluster.name}", disable=not config.progress
+        total=steps, initial=start, desc=f"{kind} on {meta['cluster']}", disable=not config.progress
     )
     try:
         for step in range(start, steps):
@@ -420,6 +420,24 @@ def _make_envs(
     return envs
 
 
+def _distinct_clusters(envs: Sequence[GraphEnv]) -> list[Cluster]:
+    """The clusters of ``envs``, each once, in order of first appearance."""
+    return list({env.cluster.name: env.cluster for env in envs}.values())
+
+
+def _clusters(cluster: Cluster | Sequence[Cluster]) -> list[Cluster]:
+    """``cluster`` as a non-empty list of differently named clusters.
+
+    Raises:
+      ValueError: no cluster, or two named alike.
+    """
+    clusters = [cluster] if isinstance(cluster, Cluster) else list(cluster)
+    names = [c.name for c in clusters]
+    if not clusters or len(set(names)) < len(names):
+        raise ValueError(f"pretrain needs one or more differently named clusters, got {names}")
+    return clusters
+
+
 def _resume_checkpoint(
     out_dir: str | Path, resume: bool, kind: str, envs: list[GraphEnv], config: TrainConfig
 ) -> Checkpoint | None:
@@ -430,7 +448,12 @@ def _resume_checkpoint(
     ckpt = load_checkpoint(out_dir)
     graphs = {env.name: env.graph for env in envs}
     check_resume(
-        ckpt, kind=kind, cluster=envs[0].cluster, graphs=graphs, config=config, where=out_dir
+        ckpt,
+        kind=kind,
+        cluster=_distinct_clusters(envs),
+        graphs=graphs,
+        config=config,
+        where=out_dir,
     )
     return ckpt
 
@@ -484,7 +507,7 @@ def train_one(
 
 def pretrain(
     graphs: Sequence[GraphLike],
-    cluster: Cluster,
+    cluster: Cluster | Sequence[Cluster],
     tasks: Sequence[str] | None = None,
     *,
     steps: int = 1000,
@@ -496,15 +519,21 @@ def pretrain(
 ) -> TrainResult:
     """Trains one policy on many graphs, switching graph batches every ``switch_every`` steps.
 
+    With several clusters, PPO trains on every (graph, cluster) pair: one policy for all
+    of them, told apart by their cluster features (the network's inputs), each pair's
+    reward relative to its own cluster's reference.
+
     Args:
       graphs: OpGraphs, or ``(name, OpGraph)`` pairs.
-      cluster: the cluster to optimize for.
+      cluster: the cluster to optimize for, or several (each with at most
+        ``config.max_devices`` devices); with several, each pair is named
+        ``graph@cluster`` in the result and the checkpoint.
       tasks: tasks learned jointly (default ``config.tasks``).
-      steps: total steps; each step trains on one graph of the current batch.
+      steps: total steps; each step trains on one (graph, cluster) of the current batch.
       out_dir: run directory.
       config: settings (``switch_every``, ``graphs_per_batch``, ...).
       resume: continue from ``out_dir``'s checkpoint when there is one (made for the
-        same cluster, graphs, tasks and settings: ResumeMismatchError otherwise).
+        same clusters, graphs, tasks and settings: ResumeMismatchError otherwise).
       callback: called with each step's metric row.
       init: start from this checkpoint's parameters (e.g. of
         :func:`hlo_go.rl.imitation.train_imitation`; a fresh optimizer state) instead of
@@ -515,19 +544,29 @@ def pretrain(
       The :class:`TrainResult`.
 
     Raises:
-      ValueError: ``steps < 1``, or an ``init`` checkpoint of another policy shape.
+      ValueError: ``steps < 1``, no cluster or two named alike, a cluster with more than
+        ``config.max_devices`` devices, or an ``init`` checkpoint of another policy shape.
     """
     config = config or TrainConfig()
     if tasks is not None:
         config = config.replace(tasks=tuple(tasks))
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
+    clusters = _clusters(cluster)
     start = None
     if init is not None:
         start = _loaded(init)
         if start.config.policy != config.policy or start.config.max_devices != config.max_devices:
             raise ValueError("config.policy / max_devices differ from the init checkpoint's")
-    envs = _make_envs(graphs, cluster, config, None)
+    if len(clusters) == 1:
+        envs = _make_envs(graphs, clusters[0], config, None)
+    else:  # each graph on every cluster, side by side in the batches
+        named = _named(graphs)
+        envs = [
+            _make_envs([(f"{name}@{c.name}", graph)], c, config, None)[0]
+            for name, graph in named
+            for c in clusters
+        ]
     ckpt = _resume_checkpoint(out_dir, resume, "pretrain", envs, config)
     return _train(
         envs,
