@@ -18,7 +18,12 @@ those families in the dataset is judged here, against the analytic roofline of
   variants ranked by their even and by their odd interleaved rounds
   (:func:`hlo_go.calibration.kernel_dataset.split_half_tau`): what a model's τ is bounded
   by (``python -m hlo_go.calibration.kernel_dataset --retime ROUNDS`` times the stored
-  variants again with more rounds).
+  variants again with more rounds);
+* ``measured_kernel_repeat_median_abs_error``: the measurement against itself at the
+  kernel level: each time a kernel (the same member nodes) ran in 3 or more variants,
+  its measured time against the median of its other measurements
+  (:func:`hlo_go.calibration.kernel_dataset.repeated_kernel_errors`): the floor of any
+  per-kernel price on this data.
 
 Measured times are scaled by each variant's contention factor (XLA's default compile
 of the graph timed around it, :func:`hlo_go.calibration.kernel_dataset.contention_factors`);
@@ -113,7 +118,7 @@ def _dataset_summary(root: Path) -> dict[str, Any]:
 def run(*, quick: bool = False) -> dict[str, Any]:
     """Judges the model on the held-out families (see the module docstring)."""
     from hlo_go.calibration import train_kernel_model as tk
-    from hlo_go.calibration.kernel_dataset import stored_graphs
+    from hlo_go.calibration.kernel_dataset import repeated_kernel_errors, stored_graphs
     from hlo_go.sim.learned.predict import load_kernel_model, read_kernel_model
 
     path = os.environ.get("HLO_GO_KERNEL_MODEL")
@@ -136,6 +141,9 @@ def run(*, quick: bool = False) -> dict[str, Any]:
     report = tk.evaluate(list(examples.values()), model, min_variants=TARGETS["variants"])
     report_raw = tk.evaluate(list(raw.values()), model, min_variants=TARGETS["variants"])
     learned, analytic = report["learned"], report["analytic"]
+    floor = np.concatenate(
+        [repeated_kernel_errors(ex.samples) for ex in examples.values()] or [np.zeros(0)]
+    )
     rows = []
     for name, g in report["graphs"].items():
         rows.append(
@@ -171,6 +179,8 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         "step_median_abs_error": learned["step_median_abs_error"],
         "variant_kendall_tau_median": learned["variant_kendall_tau_median"],
         "measured_split_half_tau_median": report["measured"]["split_half_tau_median"],
+        "measured_kernel_repeat_median_abs_error": float(np.median(floor)) if floor.size else None,
+        "measured_kernel_repeat_measurements": int(floor.size),
         "measured_split_half_tau_graphs": report["measured"]["graphs"],
         "heldout_families": ", ".join(heldout_families),
         "heldout_graphs": len(examples),

@@ -274,6 +274,34 @@ def test_split_half_tau_is_the_measurement_against_itself(graph: OpGraph):
     assert kd.split_half_tau(agree[:2]) is None
 
 
+def test_repeated_kernel_errors_compare_each_measurement_with_the_others(graph: OpGraph):
+    d, t = graph.node_index["d"], graph.node_index["t"]
+    alone = np.arange(graph.num_nodes, dtype=np.int32)  # every node its own kernel
+
+    def sample(name: str, group: np.ndarray, labels: list[int], seconds: list[float]):
+        return kd.KernelSample(
+            "small", name, group, np.array(labels, np.int32), np.array(seconds), 1.0,
+            (1.0, 1.0), 0.0, {},
+        )  # fmt: skip
+
+    fused = _group(graph, ("t", "m", "e"))  # t with others: another kernel than t alone
+    samples = [
+        sample("a", alone, [d, t], [1.0, 2.0]),
+        sample("b", alone, [d, t], [1.2, 2.0]),
+        sample("c", alone, [d], [0.8]),
+        sample("f", fused, [d, int(fused[t])], [1.0, 5.0]),
+    ]
+    # d ran alone in 4 variants (1.0, 1.2, 0.8, 1.0): each time against the others' median
+    errors = kd.repeated_kernel_errors(samples)
+    want = [abs(1.0 / 1.0 - 1), abs(1.0 / 1.2 - 1), abs(1.0 / 0.8 - 1), abs(1.0 / 1.0 - 1)]
+    np.testing.assert_allclose(np.sort(errors), np.sort(want))
+    # t alone ran twice (the same time both): counted only when 2 repeats are enough
+    assert kd.repeated_kernel_errors(samples, min_repeats=2).size == 6
+    assert kd.repeated_kernel_errors(samples, min_repeats=5).size == 0
+    with pytest.raises(ValueError, match="at least 2"):
+        kd.repeated_kernel_errors(samples, min_repeats=1)
+
+
 def test_kernel_seconds_undo_preemption_by_length(graph: OpGraph):
     base = _sample(graph)
     runs = np.array([[1e-6, 1e-6, 1e-6], [1.0, 1.0, 1.0]])  # CPU-scaled times per run

@@ -472,6 +472,57 @@ def split_half_tau(samples: Sequence[KernelSample]) -> float | None:
     return tau if np.isfinite(tau) else None
 
 
+REPEAT_MIN = 3
+"""Variants a kernel must have run in for :func:`repeated_kernel_errors` to count it."""
+
+
+def repeated_kernel_errors(
+    samples: Sequence[KernelSample], *, min_repeats: int = REPEAT_MIN
+) -> np.ndarray:
+    """How far the measurements of one kernel agree with each other across variants: the
+    error floor of any per-kernel price.
+
+    A kernel here is a set of member nodes; the same set often runs in several variants
+    of a graph (each measured in its own process, at its own time). For each kernel that
+    ran in at least ``min_repeats`` variants, each of its measured times ``t`` (as the
+    model is judged against: :func:`kernel_seconds` scaled by
+    :func:`contention_factors`) is compared with the median ``m`` of its other
+    measurements: ``|m / t - 1|``. A model that gave every such kernel the best price its
+    data allow would still be off by about these errors' median: it is the figure to read
+    a model's kernel error against, as :func:`split_half_tau` is for its ranking.
+
+    Args:
+      samples: samples of one graph.
+      min_repeats: variants a kernel must have run in (at least 2).
+
+    Returns:
+      ``float64[M]``, one error per measurement of a repeated kernel.
+
+    Raises:
+      ValueError: ``min_repeats < 2``.
+    """
+    if min_repeats < 2:
+        raise ValueError(f"min_repeats must be at least 2, got {min_repeats}")
+    factors = contention_factors(samples)
+    times: dict[tuple[int, ...], list[float]] = {}
+    for factor, sample in zip(factors, samples, strict=True):
+        seconds = kernel_seconds(sample) * factor
+        order = np.argsort(sample.group, kind="stable")
+        sorted_groups = sample.group[order]
+        starts = np.searchsorted(sorted_groups, sample.kernel_label)
+        ends = np.searchsorted(sorted_groups, sample.kernel_label, side="right")
+        for start, end, t in zip(starts.tolist(), ends.tolist(), seconds.tolist(), strict=True):
+            if end > start and t > 0:
+                times.setdefault(tuple(order[start:end].tolist()), []).append(t)
+    errors = []
+    for measured in times.values():
+        if len(measured) >= min_repeats:
+            t = np.asarray(measured)
+            others = [np.median(np.delete(t, i)) for i in range(t.size)]
+            errors.extend(np.abs(np.asarray(others) / t - 1.0).tolist())
+    return np.asarray(errors, np.float64)
+
+
 # ---------------------------------------------------------------------------------------------
 # Variants.
 
