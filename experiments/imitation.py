@@ -311,7 +311,9 @@ def _refined(ckpt: Any, args: Any, store: Path, out: Path) -> Any:
     return load_checkpoint(out)
 
 
-def _ppo_trained(ckpt: Any, train: Sequence[str], args: Any, out: Path) -> tuple[Any, dict]:
+def _ppo_trained(
+    ckpt: Any, train: Sequence[str], args: Any, out: Path
+) -> tuple[Any, dict[str, Any]]:
     """``ckpt`` after ``--ppo-steps`` PPO steps on its training graphs of at most
     ``--ppo-max-nodes`` nodes, on each of the training clusters at once
     (:func:`hlo_go.rl.pretrain` from its parameters; one (graph, cluster) a step, each in
