@@ -131,12 +131,16 @@ def run_imitation(argv: Sequence[str]) -> dict[str, Any]:
         return pool.submit(imitation.main, list(argv)).result()
 
 
+def by_family(rows: Sequence[dict[str, Any]], column: str) -> dict[str, float]:
+    """Family -> the geomean of ``column`` over its rows, families in name order."""
+    families = sorted({r["family"] for r in rows})
+    return {f: C.geomean([r[column] for r in rows if r["family"] == f]) for f in families}
+
+
 def _cluster_summary(result: dict[str, Any], moves: int) -> dict[str, Any]:
     """One cluster's zero-shot figures, under issue 43's names, from an imitation result."""
     rows = result["rows"]
-    column = f"greedy+cuts+{moves} moves vs best heuristic"
-    families = sorted({r["family"] for r in rows})
-    per_family = {f: C.geomean([r[column] for r in rows if r["family"] == f]) for f in families}
+    per_family = by_family(rows, f"greedy+cuts+{moves} moves vs best heuristic")
     beaten = sorted(f for f, g in per_family.items() if g > 1.0 + 1e-9)
     pick = {
         "zero_shot_vs_best_heuristic_geomean": f"zero_shot_cuts_{moves}_moves_vs_best_heuristic_geomean",
@@ -156,7 +160,7 @@ def _cluster_summary(result: dict[str, Any], moves: int) -> dict[str, Any]:
     return {
         **{key: result.get(source) for key, source in pick.items()},
         "held_out_graphs": len(rows),
-        "families_evaluated": families,
+        "families_evaluated": list(per_family),
         "zero_shot_families_beaten": beaten,
         "zero_shot_families_beaten_count": len(beaten),
         "zero_shot_by_family": per_family,
@@ -174,10 +178,7 @@ def _finetune_summary(result: dict[str, Any]) -> dict[str, Any]:
         "sa_at_finetuning_evaluations_vs_best_heuristic_geomean",
         "sa_at_finetuning_wall_clock_vs_best_heuristic_geomean",
     )
-    rows = result["rows"]
-    column = "fine-tuned vs best heuristic"
-    families = sorted({r["family"] for r in rows})
-    per_family = {f: C.geomean([r[column] for r in rows if r["family"] == f]) for f in families}
+    per_family = by_family(result["rows"], "fine-tuned vs best heuristic")
     return {
         **{key: result.get(key) for key in keep},
         "finetuned_fraction_of_sa_gain": result.get("finetuned_fraction_of_sa_gain_median"),
