@@ -19,6 +19,7 @@ from hlo_go.gonet import (
     bin_values,
     choose,
     choose_colocated,
+    fusion_bins,
     param_count,
     policy_bucket,
     prepare_input,
@@ -222,6 +223,18 @@ def test_priority_bins_round_trip():
     assert values[0] == 0.0 and values[-1] == 1.0
     np.testing.assert_array_equal(priorities_to_bins(values, 7), np.arange(7))
     np.testing.assert_array_equal(priorities_to_bins(np.array([-3.0, 0.49, 9.0]), 3), [0, 1, 2])
+
+
+def test_fusion_bins_keep_what_fuses_apart_from_what_does_not():
+    """A small positive fusion priority still fuses: it must not round to bin 0 (which
+    does not), as ``priority-fusion``'s priorities scaled to their largest would."""
+    values = bin_values(16)
+    np.testing.assert_array_equal(fusion_bins(values, 16), np.arange(16))  # exact
+    priority = np.array([0.0, 1e-4, 0.02, 0.5, 1.0, 7.0, -1.0])
+    bins = fusion_bins(priority, 16)
+    np.testing.assert_array_equal(bins, [0, 1, 1, 8, 15, 15, 0])
+    np.testing.assert_array_equal(bins > 0, priority > 0)
+    assert priorities_to_bins(priority, 16)[1] == 0  # the generic rounding loses it
 
 
 # -- padding, jit, compiles, gradients ------------------------------------------------------------

@@ -27,6 +27,7 @@ from hlo_go.sim import (
     simulate,
     simulate_batch,
 )
+from hlo_go.sim.presets import HOST_KERNEL_MODEL
 
 US = 1e-6
 KB4 = 4096  # bytes of an f32[1024]
@@ -469,6 +470,7 @@ def test_fusion_reduces_kernels_and_bytes(corpus_graph: OpGraph):
 def test_presets():
     expected = {"p100x2": 2, "p100x4": 4, "v100x4": 4, "v100x8": 8, "a100x8": 8, "h100x8": 8}
     expected |= {"tpu-v4-8": 4, "tpu-v5e-8": 8, **{f"host-cpu-{n}": n for n in range(1, 9)}}
+    expected |= {f"host-cpu-{n}-learned": n for n in range(1, 9)}
     assert set(names()) == set(expected)
     for name, devices in expected.items():
         cluster = get_cluster(name)
@@ -481,6 +483,11 @@ def test_presets():
     assert v100.bandwidth[0, 3] == 2 * v100.bandwidth[0, 1] > v100.bandwidth[0, 5]
     with pytest.raises(KeyError, match="unknown cluster"):
         get_cluster("v100x3")
+    # host-cpu-N-learned: host-cpu-N with the shipped learned kernel model, named apart.
+    learned, roofline = get_cluster("host-cpu-2-learned"), get_cluster("host-cpu-2")
+    assert {d.kernel_model for d in learned.devices} == {HOST_KERNEL_MODEL}
+    assert {d.kernel_model for d in roofline.devices} == {""}
+    assert learned.name == "host-cpu-2-learned" and learned.links == roofline.links
 
 
 def test_cluster_files_round_trip(tmp_path):

@@ -159,7 +159,8 @@ def add_cluster(parser: argparse.ArgumentParser, *, what: str = "the cluster to 
     """Adds ``--cluster`` (default :data:`DEFAULT_CLUSTER`, checked at parse time)."""
     from hlo_go.sim import names
 
-    presets = ", ".join(n for n in names() if not n.startswith("host-cpu-")) + ", host-cpu-1..8"
+    presets = ", ".join(n for n in names() if not n.startswith("host-cpu-"))
+    presets += ", host-cpu-1..8, host-cpu-1..8-learned"
     parser.add_argument(
         "--cluster",
         type=cluster_type,

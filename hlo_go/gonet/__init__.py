@@ -15,7 +15,7 @@ Public names::
     ActionHead, ValueHead        output heads
     choose, choose_colocated     masked categoricals (sample / mode / score)
     inverse_cdf_sample           one uniform per row -> one categorical draw
-    bin_values, priorities_to_bins, MASKED_LOGIT
+    bin_values, priorities_to_bins, fusion_bins, MASKED_LOGIT
 
 Module by concept: :mod:`~hlo_go.gonet.config`, :mod:`~hlo_go.gonet.inputs`
 (padding and topological relabeling), :mod:`~hlo_go.gonet.sage` (GraphSAGE),
@@ -32,6 +32,7 @@ from hlo_go.gonet.actions import (
     bin_values,
     choose,
     choose_colocated,
+    fusion_bins,
     inverse_cdf_sample,
     priorities_to_bins,
 )
@@ -77,6 +78,7 @@ __all__ = [
     "choose",
     "choose_colocated",
     "film",
+    "fusion_bins",
     "inverse_cdf_sample",
     "param_count",
     "policy_bucket",

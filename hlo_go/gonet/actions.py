@@ -47,6 +47,26 @@ def priorities_to_bins(priority: np.ndarray, num_bins: int) -> np.ndarray:
     return np.clip(bins, 0, num_bins - 1).astype(np.int32)
 
 
+def fusion_bins(priority: np.ndarray, num_bins: int) -> np.ndarray:
+    """The bins of fusion priorities: :func:`priorities_to_bins`, except that a positive
+    priority takes at least bin 1.
+
+    A fusion priority of 0 means "do not fuse" (:func:`hlo_go.decisions.fusion_groups`
+    fuses an edge only where both ends are positive), so a small positive priority must
+    not round to bin 0: a heuristic whose priorities span orders of magnitude
+    (``priority-fusion``'s, scaled to the largest) would otherwise read as fusing almost
+    nothing.
+
+    Returns:
+      ``int32`` bins, 0 exactly where the priority is not positive; exact for priorities
+      the policy produced.
+    """
+    positive = np.asarray(priority, np.float64) > 0
+    return np.where(positive, np.maximum(priorities_to_bins(priority, num_bins), 1), 0).astype(
+        np.int32
+    )
+
+
 class Choice(NamedTuple):
     """One task's actions with their log-probabilities and entropies.
 

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from hlo_go.decisions import Decisions
-from hlo_go.gonet.actions import bin_values, priorities_to_bins
+from hlo_go.gonet.actions import bin_values, fusion_bins, priorities_to_bins
 from hlo_go.gonet.config import PolicyConfig
 from hlo_go.gonet.inputs import PolicyInput, prepare_input
 from hlo_go.gonet.network import GONetwork
@@ -128,7 +128,7 @@ class GOPolicy:
             "scheduling": inputs.to_positions(
                 priorities_to_bins(decisions.schedule_priority, bins)
             ),
-            "fusion": inputs.to_positions(priorities_to_bins(decisions.fusion_priority, bins)),
+            "fusion": inputs.to_positions(fusion_bins(decisions.fusion_priority, bins)),
         }
 
     # -- jitted bodies (the Python runs once per trace) ---------------------------------------

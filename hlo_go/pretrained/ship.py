@@ -14,11 +14,17 @@ The shipped policies were trained on this host (2 cores) with::
         --per-family 30 --max-nodes 6000 --move-head --keep runs/folds
     python -m hlo_go.pretrained.ship runs/folds/gpt2.msgpack v100x4
 
-    # host-cpu: PPO pre-training around a heuristic prior
-    G="rnnlm_l2_scan gnmt_l2_scan transformer_xl_l2 gpt2_l2 bert_l2 resnet_26 wavenet_s2 rnnlm_l4_scan"
-    echo '{"prior_bias": 3.0, "prior_fusion": "none", "eval_every": 20, "checkpoint_every": 20}' > ship_cpu.json
-    hlo-go train $G --cluster host-cpu-1 --tasks fusion,scheduling --steps 60 \\
-        --switch-every 40 --graphs-per-batch 4 --config ship_cpu.json --out runs/host_cpu
+    # host-cpu: imitation of teachers on the learned-cost-model simulator, bert and gnmt
+    # held out (needs the corpus variants, as above)
+    G=$(python -c "from hlo_go import corpus; from hlo_go.graph import build_graph; \\
+        n = {g: build_graph(corpus.load(g, 'prefusion')).num_nodes \\
+             for s in ('base', 'variants') for g in corpus.names(split=s) \\
+             if corpus.family(g) not in ('bert', 'gnmt')}; \\
+        print(' '.join(sorted((g for g in n if n[g] <= 20000), key=n.get)))")
+    echo '{"tasks": ["scheduling", "fusion"]}' > cpu.json
+    hlo-go teachers $G --clusters host-cpu-1-learned --store runs/teachers_cpu --workers 2
+    hlo-go imitate $G --clusters host-cpu-1-learned --store runs/teachers_cpu \\
+        --steps 4000 --config cpu.json --out runs/host_cpu
     python -m hlo_go.pretrained.ship runs/host_cpu host-cpu
 """
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from hlo_go.decisions import Decisions
 from hlo_go.gonet import TASKS, PolicyConfig, PolicyInput, bin_values, prepare_input
-from hlo_go.gonet.actions import priorities_to_bins
+from hlo_go.gonet.actions import fusion_bins, priorities_to_bins
 from hlo_go.graph import OpGraph
 from hlo_go.rl.prior import with_prior_input
 from hlo_go.rl.reward import RewardConfig, rewards
@@ -128,8 +128,8 @@ class GraphEnv:
             "fusion": np.asarray(prior.fusion_priority, np.float32),
         }
         self._prior_bins = {
-            task: priorities_to_bins(values, self._bins)
-            for task, values in self._prior_priorities.items()
+            "scheduling": priorities_to_bins(self._prior_priorities["scheduling"], self._bins),
+            "fusion": fusion_bins(self._prior_priorities["fusion"], self._bins),
         }
 
     def follow_best(self) -> bool:
@@ -154,7 +154,7 @@ class GraphEnv:
         return {
             "placement": to_positions(np.asarray(decisions.placement, np.int32)),
             "scheduling": to_positions(priorities_to_bins(decisions.schedule_priority, bins)),
-            "fusion": to_positions(priorities_to_bins(decisions.fusion_priority, bins)),
+            "fusion": to_positions(fusion_bins(decisions.fusion_priority, bins)),
         }
 
     @property

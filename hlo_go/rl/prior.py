@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from hlo_go.decisions import Decisions
-from hlo_go.gonet import PolicyInput, priorities_to_bins
+from hlo_go.gonet import PolicyInput, fusion_bins, priorities_to_bins
 from hlo_go.graph import OpGraph
 from hlo_go.sim import Cluster
 
@@ -94,7 +94,7 @@ def prior_nodes(
             priorities_to_bins(decisions.schedule_priority, bins).astype(np.int32)
         ),
         "prior_fusion": inputs.to_positions(
-            priorities_to_bins(decisions.fusion_priority, bins).astype(np.int32)
+            fusion_bins(decisions.fusion_priority, bins).astype(np.int32)
         ),
         "prior_weight": inputs.to_positions(real),
     }

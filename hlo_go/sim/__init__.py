@@ -4,7 +4,7 @@ Public names::
 
     simulate(graph, cluster, decisions) -> SimResult      simulate_batch(graph, cluster, [d, ...])
     SimResult, Timeline                                    plot_timeline(result, path)
-    Cluster, Device, Link, OP_CLASSES                      get_cluster(name), names(), host_cpu(n)
+    Cluster, Device, Link, OP_CLASSES                      get_cluster(name), names(), host_cpu(n), host_cpu_learned(n)
     load_cluster(path), ClusterFileError    MAX_DEVICES (the most devices a cluster may have)
     calibrate(profiles, base) -> Calibration              ProfiledGraph
 
@@ -41,7 +41,7 @@ from hlo_go.sim.loading import ClusterFileError, load_cluster
 from hlo_go.sim.loading import cluster_from_dict as cluster_from_dict
 from hlo_go.sim.loading import cluster_to_dict as cluster_to_dict
 from hlo_go.sim.plot import plot_timeline
-from hlo_go.sim.presets import get_cluster, host_cpu, names
+from hlo_go.sim.presets import get_cluster, host_cpu, host_cpu_learned, names
 from hlo_go.sim.result import SimResult, Timeline
 from hlo_go.sim.simulate import Prepared as Prepared
 from hlo_go.sim.simulate import prepare as prepare
@@ -61,6 +61,7 @@ __all__ = [
     "calibrate",
     "get_cluster",
     "host_cpu",
+    "host_cpu_learned",
     "load_cluster",
     "names",
     "plot_timeline",

@@ -29,10 +29,14 @@ Interconnects, as those machines had them:
   roofline; ``host_cpu(n, kernel_model=HOST_KERNEL_MODEL)`` prices them with the learned
   kernel cost model (:mod:`hlo_go.sim.learned`) instead, which is not the default until
   it ranks fusion variants better than the roofline (docs/cost_model.md).
+* ``host-cpu-N-learned`` (N = 1..8): ``host-cpu-N`` with its kernels priced by the shipped
+  learned kernel cost model (``host_cpu(n, kernel_model=HOST_KERNEL_MODEL)``), by name, so
+  that whatever takes a preset name (teacher jobs, ``--cluster``) can simulate with it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 from collections.abc import Callable
@@ -322,6 +326,17 @@ def host_cpu(n: int, *, kernel_model: str = "") -> Cluster:
     )
 
 
+def host_cpu_learned(n: int) -> Cluster:
+    """``host-cpu-N-learned``: :func:`host_cpu` priced by the shipped learned kernel cost
+    model (:data:`HOST_KERNEL_MODEL`), named apart from the roofline's ``host-cpu-N``."""
+    cluster = host_cpu(n, kernel_model=HOST_KERNEL_MODEL)
+    return dataclasses.replace(
+        cluster,
+        name=f"host-cpu-{n}-learned",
+        description=f"{cluster.description}; kernels priced by the learned cost model",
+    )
+
+
 _PRESETS: dict[str, Callable[[], Cluster]] = {
     "p100x2": lambda: _pcie_box("p100x2", P100_PCIE, 2),
     "p100x4": lambda: _pcie_box("p100x4", P100_PCIE, 4),
@@ -332,6 +347,7 @@ _PRESETS: dict[str, Callable[[], Cluster]] = {
     "tpu-v4-8": lambda: _tpu_mesh("tpu-v4-8", TPU_V4, (2, 2), "Cloud TPU v4-8"),
     "tpu-v5e-8": lambda: _tpu_mesh("tpu-v5e-8", TPU_V5E, (2, 4), "Cloud TPU v5litepod-8"),
     **{f"host-cpu-{n}": functools.partial(host_cpu, n) for n in range(1, 9)},
+    **{f"host-cpu-{n}-learned": functools.partial(host_cpu_learned, n) for n in range(1, 9)},
 }
 
 
