@@ -4,7 +4,8 @@ Public names::
 
     simulate(graph, cluster, decisions) -> SimResult      simulate_batch(graph, cluster, [d, ...])
     SimResult, Timeline                                    plot_timeline(result, path)
-    Cluster, Device, Link, OP_CLASSES                      get_cluster(name), names(), host_cpu(n), host_cpu_learned(n)
+    Cluster, Device, Link, OP_CLASSES                      get_cluster(name), names(), host_cpu(n)
+    host_cpu_learned(n) (host_cpu(n) priced by the learned kernel cost model)
     load_cluster(path), ClusterFileError    MAX_DEVICES (the most devices a cluster may have)
     calibrate(profiles, base) -> Calibration              ProfiledGraph
 
