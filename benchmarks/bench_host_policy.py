@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from benchmarks import RESULTS_DIR, inputs_digest
 from benchmarks._pinned import measure_pinned
+from benchmarks.bench_search_learned import HEURISTICS, versus_best
 
 if TYPE_CHECKING:
     from hlo_go.decisions import Decisions
@@ -49,7 +50,6 @@ if TYPE_CHECKING:
 
 POLICY = "host-cpu"
 DECIDE_CLUSTER = "host-cpu-1"
-HEURISTICS = ("xla-cpu-like", "fuse-all-legal", "priority-fusion")
 # The simulators the measured decisions are also scored on (the roofline jit decides with,
 # and the learned kernel model the policy's teachers searched on).
 SIMULATORS = ("host-cpu-1", "host-cpu-1-learned")
@@ -72,26 +72,23 @@ def policy_digest() -> str:
     return hashlib.sha256(policy_path(POLICY).read_bytes()).hexdigest()[:16]
 
 
-def heldout_families() -> list[str]:
-    """The corpus families none of the shipped policy's training graphs belongs to (its
-    imitation teachers' graphs, or the graphs PPO trained it on)."""
+def heldout_families(meta: dict[str, Any]) -> list[str]:
+    """The corpus families none of a policy's training graphs belongs to (from its
+    checkpoint ``meta``: its imitation teachers' graphs, or the graphs PPO trained it on)."""
     from hlo_go import corpus
-    from hlo_go.pretrained import load_policy
 
-    meta = load_policy(POLICY).meta
     trained = [t["graph"] for t in meta.get("teachers", {}).values()]
     trained += [name.split("@", 1)[0] for name in meta.get("graphs", [])]
     seen = {corpus.family(g) for g in trained}
     return sorted({corpus.family(n) for n in corpus.names(split="base")} - seen)
 
 
-def heldout_graphs() -> tuple[str, ...]:
-    """The base graphs of :func:`heldout_families`, the largest first (the unrolled ones
-    take minutes per variant to compile, so the two cores finish together)."""
+def heldout_graphs(families: list[str]) -> tuple[str, ...]:
+    """The base graphs of ``families``, the largest first (the unrolled ones take minutes
+    per variant to compile, so the two cores finish together)."""
     from hlo_go import corpus
     from hlo_go.graph import build_graph
 
-    families = set(heldout_families())
     names = [n for n in corpus.names(split="base") if corpus.family(n) in families]
     size = {n: build_graph(corpus.load(n, "prefusion")).num_nodes for n in names}
     return tuple(sorted(names, key=lambda n: -size[n]))
@@ -142,23 +139,17 @@ def measure_graph(name: str, *, repeats: int) -> dict[str, Any]:
         "version": RESULTS_VERSION,
         "decide_s": round(decide_s, 2),
         "agreement": agreement,
+        "simulated": simulated(graph, decided),
         "seconds": time.perf_counter() - start,
         "rows": rows,
     }
 
 
-def simulated(name: str) -> dict[str, float]:
-    """The same decisions in simulation: per simulator (:data:`SIMULATORS`), the best
+def simulated(graph: OpGraph, decided: dict[str, Decisions]) -> dict[str, float]:
+    """The measured decisions in simulation: per simulator (:data:`SIMULATORS`), the best
     heuristic's simulated step time over the policy's (> 1: the policy is faster)."""
-    from hlo_corpus import get_workload
-    from hlo_go import methods
     from hlo_go.sim import get_cluster, simulate
-    from hlo_go.xla import program
 
-    step, abstract = get_workload(name).make()
-    graph = program(step, abstract).graph
-    decided = {h: methods.decide(graph, h) for h in HEURISTICS}
-    decided["policy"] = methods.decide(graph, POLICY, cluster=DECIDE_CLUSTER)
     out = {}
     for cluster in map(get_cluster, SIMULATORS):
         times = {v: simulate(graph, cluster, d).step_time for v, d in decided.items()}
@@ -176,30 +167,19 @@ def reusable(per_graph: dict[str, dict[str, Any]], policy: str) -> dict[str, dic
     }
 
 
-def _relatives(graph: dict[str, Any]) -> dict[str, float]:
-    return {
-        r["variant"]: r["relative"] for r in graph.get("rows", []) if r["correct"] and r["relative"]
-    }
-
-
 def summarize(per_graph: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Headline numbers: the policy against the best correct heuristic of each graph and
     against each heuristic, over the graphs where both were measured correct."""
     from scipy import stats
 
-    versus_best: dict[str, float] = {}
+    best = versus_best(per_graph, "policy")
     versus: dict[str, list[float]] = {h: [] for h in HEURISTICS}
-    for name, g in per_graph.items():
-        rel = _relatives(g)
-        if "policy" not in rel:
-            continue
-        found = [rel[h] for h in HEURISTICS if h in rel]
-        if found:
-            versus_best[name] = min(found) / rel["policy"]
+    for g in per_graph.values():
+        rel = {r["variant"]: r["relative"] for r in g.get("rows", []) if r["correct"]}
         for h in HEURISTICS:
-            if h in rel:
+            if rel.get("policy") and rel.get(h):
                 versus[h].append(rel[h] / rel["policy"])
-    logs = [math.log(v) for v in versus_best.values()]
+    logs = [math.log(v) for v in best.values()]
     slower = (
         float(stats.wilcoxon(logs, alternative="less").pvalue)
         if len(logs) >= 2 and any(logs)
@@ -207,11 +187,11 @@ def summarize(per_graph: dict[str, dict[str, Any]]) -> dict[str, Any]:
     )
     return {
         "policy_vs_best_heuristic_geomean": (
-            statistics.geometric_mean(versus_best.values()) if versus_best else None
+            statistics.geometric_mean(best.values()) if best else None
         ),
-        "policy_vs_best_heuristic": {g: round(v, 4) for g, v in versus_best.items()},
-        "policy_faster_than_best_heuristic": sum(v > 1 for v in versus_best.values()),
-        "policy_graphs": len(versus_best),
+        "policy_vs_best_heuristic": {g: round(v, 4) for g, v in best.items()},
+        "policy_faster_than_best_heuristic": sum(v > 1 for v in best.values()),
+        "policy_graphs": len(best),
         "p_policy_slower": slower,
         "policy_vs_heuristic_geomean": {
             h: statistics.geometric_mean(v) if v else None for h, v in versus.items()
@@ -227,8 +207,10 @@ def run(*, quick: bool = False) -> dict[str, Any]:
     """Runs the benchmark (see the module docstring)."""
     from hlo_go.pretrained import load_policy
 
+    meta = load_policy(POLICY).meta
+    families = heldout_families(meta)
     only = os.environ.get("HLO_GO_HOST_POLICY_GRAPHS", "")
-    graphs = QUICK_GRAPHS if quick else tuple(only.split(",")) if only else heldout_graphs()
+    graphs = QUICK_GRAPHS if quick else tuple(only.split(",")) if only else heldout_graphs(families)
     repeats = QUICK_REPEATS if quick else REPEATS
     cache = PARTIAL.with_suffix(".quick.json") if quick else PARTIAL
     per_graph: dict[str, dict[str, Any]] = json.loads(cache.read_text()) if cache.exists() else {}
@@ -240,8 +222,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
         log=_log, repeats=repeats,
     )  # fmt: skip
     chosen = {g: per_graph[g] for g in graphs if g in per_graph}
-    meta = load_policy(POLICY).meta
-    in_simulation = {g: simulated(g) for g, v in chosen.items() if "error" not in v}
+    in_simulation = {g: v["simulated"] for g, v in chosen.items() if "simulated" in v}
     return {
         "title": "the shipped host-cpu policy zero-shot vs the fusion heuristics, measured on "
         "XLA:CPU, on families it was not trained on",
@@ -256,7 +237,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
             for c in SIMULATORS
             if in_simulation
         },
-        "heldout_families": ", ".join(heldout_families()),
+        "heldout_families": ", ".join(families),
         "policy_trained_on": meta.get("cluster"),
         "policy_sha256": digest,
         "graphs_failed": {g: v["error"] for g, v in chosen.items() if "error" in v},
