@@ -21,7 +21,9 @@ parameters' checksum, the wall-clock times and ``W``; ``--process-results DIR`` 
 every process write ``DIR/process{I}.json`` (its loss curve and parameter checksum, to
 check that all processes agree). The run directory (``--out``, default a new temporary
 folder, named in the result) gets process 0's checkpoint, ``metrics.csv`` and
-TensorBoard files.
+TensorBoard files; an ``--out`` holding this run's checkpoint is resumed from it
+(``"checkpoint_every": N`` in ``--config`` saves every N steps; ``--no-resume`` starts over). Several
+``--cluster`` presets train one policy on every (graph, cluster) pair.
 """
 
 from __future__ import annotations
@@ -49,6 +51,12 @@ DEFAULT_STEPS = 40
 QUICK_STEPS = 3
 
 
+def _tasks(text: str) -> list[str]:
+    from hlo_go.cli.train import _tasks as parse_tasks
+
+    return parse_tasks(text)
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The command line (see the module docstring)."""
     p = argparse.ArgumentParser(
@@ -61,12 +69,23 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         metavar="NAME_OR_PATH",
         help=f"corpus graph names or HLO files (default: {' '.join(DEFAULT_GRAPHS)})",
     )
-    p.add_argument("--cluster", default=DEFAULT_CLUSTER, help="cluster preset or file")
+    p.add_argument(
+        "--cluster",
+        nargs="+",
+        default=[DEFAULT_CLUSTER],
+        help="cluster preset(s) or file(s); with several, one policy trains on every "
+        "(graph, cluster) pair",
+    )
     p.add_argument("--steps", type=int, help=f"training steps (default {DEFAULT_STEPS})")
     p.add_argument(
         "--out",
         type=Path,
         help="run directory: checkpoint, metrics.csv, tb/ (default: a new temporary folder)",
+    )
+    p.add_argument(
+        "--no-resume",
+        action="store_true",
+        help="start over even if --out holds this run's checkpoint (default: resume from it)",
     )
     p.add_argument(
         "--quick",
@@ -77,7 +96,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--samples", type=int, help="K, samples per worker per step")
     p.add_argument("--seed", type=int, help="seed of the parameters and samples (default 0)")
     p.add_argument("--lr", type=float, help="learning rate")
-    p.add_argument("--tasks", help="comma-separated subset of placement,scheduling,fusion")
+    p.add_argument(
+        "--tasks", type=_tasks, help="comma-separated subset of placement,scheduling,fusion"
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--result", type=Path, help="the result JSON (written by process 0)")
     p.add_argument(
@@ -222,12 +243,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     began = time.perf_counter()
     config = train_config(args)
-    cluster = _cluster(args.cluster)
+    clusters = [_cluster(spec) for spec in args.cluster]
     graphs = [load_graph(source) for source in args.graphs]
     steps = args.steps or (QUICK_STEPS if args.quick else DEFAULT_STEPS)
     out_dir = args.out or Path(tempfile.mkdtemp(prefix="hlo_go_distributed_"))
     result = data_parallel_pretrain(
-        graphs, cluster, steps=steps, out_dir=out_dir, config=config, workers=args.workers
+        graphs,
+        clusters,
+        steps=steps,
+        out_dir=out_dir,
+        config=config,
+        workers=args.workers,
+        resume=not args.no_resume,
     )
     index, processes = _role()
     history = result.history
@@ -236,7 +263,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "workers": int(history[0]["workers"]),
         "processes": processes,
         "process": index,
-        "cluster": cluster.name,
+        "cluster": ",".join(c.name for c in clusters),
         "graphs": [name for name, _ in graphs],
         "steps": steps,
         "config": config.to_dict(),

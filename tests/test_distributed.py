@@ -1,6 +1,7 @@
 """Tests of hlo_go.rl.distributed: a real 2-process jax.distributed run on localhost (gloo
 CPU collectives) matches one process emulating its 2 workers, one worker is exactly
-``pretrain``, and bad worker counts are refused.
+``pretrain`` (on one cluster or several), a resumed run continues as the uninterrupted one,
+and bad worker counts are refused.
 
 The graphs are two tiny MLP training steps of one structure (so every process compiles the
 policy for one bucket only) with different sizes (so the workers' rewards differ)."""
@@ -21,6 +22,7 @@ import pytest
 
 from hlo_go.gonet import PolicyConfig
 from hlo_go.rl import PPOConfig, TrainConfig, data_parallel_pretrain, pretrain
+from hlo_go.rl.checkpoint import ResumeMismatchError
 from hlo_go.rl.distributed import gloo_available, params_checksum, resolve_workers
 from hlo_go.sim import get_cluster
 from hlo_go.sources import load_graph
@@ -165,9 +167,11 @@ def test_two_processes_match_the_single_process_emulation(hlo_files, tmp_path):
     assert (tmp_path / "run" / "metrics.csv").exists()
 
 
-def test_one_worker_is_pretrain(hlo_files, tmp_path):
+@pytest.mark.parametrize("clusters", [[CLUSTER], [CLUSTER, "p100x2"]], ids=["one", "two"])
+def test_one_worker_is_pretrain(hlo_files, tmp_path, clusters):
+    # With several clusters, both train on every (graph, cluster) pair, in the same order.
     graph = load_graph(str(hlo_files[1]))
-    cluster = get_cluster(CLUSTER)
+    cluster = [get_cluster(c) for c in clusters]
     reference = pretrain([graph], cluster, steps=STEPS, out_dir=tmp_path / "p", config=CONFIG)
     ours = data_parallel_pretrain(
         [graph], cluster, steps=STEPS, out_dir=tmp_path / "d", config=CONFIG, workers=1
@@ -189,8 +193,41 @@ def test_one_worker_is_pretrain(hlo_files, tmp_path):
     # difference on a near-zero gradient into up to a learning rate per step.
     for x, y in zip(jax.tree.leaves(ours.params), jax.tree.leaves(reference.params), strict=True):
         np.testing.assert_allclose(np.asarray(x), np.asarray(y), atol=STEPS * 3e-3)
-    name = graph[0]
-    assert ours.graphs[name].best_time == reference.graphs[name].best_time
+    assert list(ours.graphs) == list(reference.graphs)
+    if len(clusters) > 1:
+        assert list(ours.graphs) == [f"{graph[0]}@{c}" for c in clusters]
+        assert [r["graph"] for r in ours.history] == [r["graph"] for r in reference.history]
+    for name in ours.graphs:
+        assert ours.graphs[name].best_time == reference.graphs[name].best_time
+
+
+def test_a_resumed_run_continues_as_the_uninterrupted_one(hlo_files, tmp_path):
+    graphs = [load_graph(str(p)) for p in hlo_files]
+    clusters = [get_cluster(CLUSTER), get_cluster("p100x2")]
+    config = CONFIG.replace(checkpoint_every=2)
+    kwargs = {"config": config, "workers": 2}
+    full = data_parallel_pretrain(graphs, clusters, steps=4, out_dir=tmp_path / "a", **kwargs)
+    data_parallel_pretrain(graphs, clusters, steps=2, out_dir=tmp_path / "b", **kwargs)
+    resumed = data_parallel_pretrain(graphs, clusters, steps=4, out_dir=tmp_path / "b", **kwargs)
+    assert [r["step"] for r in resumed.history] == [2, 3]
+    for column in ("loss", "reward_mean", "best_step_time"):
+        assert [r[column] for r in resumed.history] == [r[column] for r in full.history[2:]]
+    assert params_checksum(resumed.params) == params_checksum(full.params)
+    assert {n: g.best_time for n, g in resumed.graphs.items()} == {
+        n: g.best_time for n, g in full.graphs.items()
+    }
+    # metrics.csv holds every step once
+    steps = [line.split(",")[0] for line in (tmp_path / "b" / "metrics.csv").read_text().split()]
+    assert steps[1:] == ["0", "1", "2", "3"]
+    # another W, another cluster set or a finished run's step count is refused by name
+    with pytest.raises(ResumeMismatchError, match="trained by 2 workers, not 1"):
+        data_parallel_pretrain(
+            graphs, clusters, steps=6, out_dir=tmp_path / "b", config=config, workers=1
+        )
+    with pytest.raises(ResumeMismatchError, match="cluster"):
+        data_parallel_pretrain(graphs, clusters[:1], steps=6, out_dir=tmp_path / "b", **kwargs)
+    with pytest.raises(ValueError, match="already done 4 steps"):
+        data_parallel_pretrain(graphs, clusters, steps=3, out_dir=tmp_path / "b", **kwargs)
 
 
 def test_bad_worker_counts(hlo_files, tmp_path):

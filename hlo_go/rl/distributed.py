@@ -23,8 +23,12 @@ Definition. Worker ``w`` of ``W`` owns ``graphs[w::W]``. At step ``s`` every wor
    (``LossInfo.grad_norm``: the norm of the averaged gradient) and every worker applies
    the same Optax step (:meth:`~hlo_go.rl.GOAgent.apply_grads`).
 
+With several clusters, the items are (graph, cluster) pairs, as in
+:func:`~hlo_go.rl.pretrain`: worker ``w`` owns ``pairs[w::W]``.
+
 Parameters start from the same seed everywhere, so they stay identical on every
-process (:func:`params_checksum` checks it at the end). Only process 0 writes the
+process (:func:`params_checksum` checks it at the end). A killed run resumes from its
+last checkpoint (``config.checkpoint_every``) and continues as if it had not stopped. Only process 0 writes the
 checkpoint and ``metrics.csv`` / TensorBoard files and shows a progress bar; every
 process returns the same :class:`~hlo_go.rl.TrainResult` (history and all graphs'
 results, gathered from the workers owning them).
@@ -52,7 +56,17 @@ import optax
 from tqdm.auto import tqdm
 
 from hlo_go.gonet import prepare_input
-from hlo_go.rl.checkpoint import save_checkpoint
+from hlo_go.rl.checkpoint import (
+    Checkpoint,
+    ResumeMismatchError,
+    check_resume,
+    checkpoint_path,
+    load_checkpoint,
+    restore_opt_state,
+    restore_params,
+    run_meta,
+    save_checkpoint,
+)
 from hlo_go.rl.config import TrainConfig
 from hlo_go.rl.env import GraphEnv, Scores
 from hlo_go.rl.metrics import MetricsLogger
@@ -63,10 +77,12 @@ from hlo_go.rl.trainer import (
     GraphResult,
     TrainResult,
     _batch_schedule,
+    _clusters,
     _graph_result,
     _greedy,
     _make_envs,
     _named,
+    _pairs,
     agent_for,
     apply_prior,
     step_stats,
@@ -172,6 +188,21 @@ def params_checksum(params: Any) -> str:
 # -- the algorithm --------------------------------------------------------------------------
 
 
+def _resumed(out_dir: Path, resume: bool, is_main: bool) -> Checkpoint | None:
+    """``out_dir``'s checkpoint when resuming, read by process 0 and sent to every process
+    (None: a fresh run). A checkpoint process 0 cannot read fails on every process."""
+    found: Checkpoint | Exception | None = None
+    if resume and is_main and checkpoint_path(out_dir).exists():
+        try:
+            found = load_checkpoint(out_dir)
+        except Exception as error:  # every process must learn of it, not wait forever
+            found = error
+    found = allgather_objects(found)[0]
+    if isinstance(found, Exception):
+        raise found
+    return found
+
+
 def worker_keys(seed: int, step: int, worker: int) -> tuple[jax.Array, jax.Array]:
     """``(sample_key, update_key)`` of a worker at a step.
 
@@ -205,13 +236,14 @@ def resolve_workers(workers: int | None) -> int:
 
 def data_parallel_pretrain(
     graphs: Sequence[GraphLike],
-    cluster: Cluster,
+    cluster: Cluster | Sequence[Cluster],
     tasks: Sequence[str] | None = None,
     *,
     steps: int,
     out_dir: str | Path,
     config: TrainConfig | None = None,
     workers: int | None = None,
+    resume: bool = True,
     callback: Callable[[dict[str, Any]], None] | None = None,
 ) -> TrainResult:
     """Pre-trains one policy on many graphs with ``W`` data-parallel workers.
@@ -219,31 +251,40 @@ def data_parallel_pretrain(
     See the module docstring for the algorithm. Call it on every process of a
     ``jax.distributed`` job (after :func:`initialize`) with the same arguments, or in one
     process with ``workers=W`` to emulate ``W`` workers (the reference a multi-process
-    run matches). It does not resume: ``out_dir``'s checkpoint, if any, is overwritten.
+    run matches).
 
     Args:
-      graphs: OpGraphs, or ``(name, OpGraph)`` pairs (the same list on every process);
-        worker ``w`` trains on ``graphs[w::W]``.
-      cluster: the cluster to optimize for.
+      graphs: OpGraphs, or ``(name, OpGraph)`` pairs (the same list on every process).
+      cluster: the cluster to optimize for, or several: then, as in
+        :func:`~hlo_go.rl.pretrain`, every (graph, cluster) pair is trained on, named
+        ``graph@cluster``, told apart by the cluster features. Worker ``w`` trains on
+        ``pairs[w::W]`` (with one cluster, ``graphs[w::W]``).
       tasks: tasks learned jointly (default ``config.tasks``).
       steps: total steps; each step trains every worker on one of its graphs.
       out_dir: run directory (process 0 writes the checkpoint, ``metrics.csv``, ``tb/``).
       config: settings (``switch_every`` and ``graphs_per_batch`` apply per worker).
       workers: W in one process (None: 1); in a multi-process job None or the number
         of processes.
+      resume: continue from ``out_dir``'s checkpoint when there is one (process 0 reads
+        it and sends it to the others, so only process 0 needs the directory). It must
+        be this run's: kind, clusters, graphs, tasks, settings and ``W``
+        (:class:`~hlo_go.rl.checkpoint.ResumeMismatchError` otherwise). A resumed run
+        continues exactly as the uninterrupted one would have.
       callback: called on every process with each step's metric row.
 
     Returns:
       The :class:`~hlo_go.rl.TrainResult`, the same on every process. Its history rows
-      are over all workers: ``graph`` the workers' graphs joined by ``+``, ``loss`` and
-      the other loss columns the average over workers of the first minibatch step,
-      ``reward_max`` / ``step_time_min`` the max / min and the other columns the mean
-      over workers, ``wall_s`` the slowest process's; ``reward_mean_per_worker`` lists
-      each worker's mean reward.
+      (the steps this call ran) are over all workers: ``graph`` the workers' graphs
+      joined by ``+``, ``loss`` and the other loss columns the average over workers of
+      the first minibatch step, ``reward_max`` / ``step_time_min`` the max / min and the
+      other columns the mean over workers, ``wall_s`` the slowest process's;
+      ``reward_mean_per_worker`` lists each worker's mean reward.
 
     Raises:
-      ValueError: fewer graphs than workers, ``workers`` disagreeing with the process
-        count, ``steps < 1``, or a cluster larger than ``config.max_devices``.
+      ValueError: fewer (graph, cluster) pairs than workers, ``workers`` disagreeing with
+        the process count, ``steps < 1`` or fewer than a resumed checkpoint has done, no
+        cluster or two named alike, or a cluster larger than ``config.max_devices``.
+      ResumeMismatchError: ``out_dir`` holds another run's checkpoint.
     """
     config = config or TrainConfig()
     if tasks is not None:
@@ -251,37 +292,70 @@ def data_parallel_pretrain(
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
     count = resolve_workers(workers)
-    named = _named(graphs)
-    if len(named) < count:
+    clusters = _clusters(cluster)
+    pairs = _pairs(_named(graphs), clusters)
+    if len(pairs) < count:
         raise ValueError(
-            f"{count} workers but only {len(named)} graphs: worker w trains on "
+            f"{count} workers but only {len(pairs)} graphs: worker w trains on "
             f"graphs[w::{count}], so every worker needs at least one graph"
         )
-    owned = [named[w::count] for w in range(count)]
+    owned = [pairs[w::count] for w in range(count)]
     local = [jax.process_index()] if is_multiprocess() else list(range(count))
     is_main = jax.process_index() == 0
     out_dir = Path(out_dir)
 
-    envs = {w: _make_envs(owned[w], cluster, config, None) for w in local}
+    envs = {
+        w: [_make_envs([(name, graph)], c, config, None)[0] for name, graph, c in owned[w]]
+        for w in local
+    }
     schedules = [_batch_schedule(len(owned[w]), config) for w in range(count)]
     agent = agent_for(config)
     optimizer = agent.optimizer
-    # Same parameters on every process: initialized from graphs[0] (as pretrain does).
+    # Same parameters on every process: initialized from the first graph (as pretrain does).
     template = agent.policy.init(
-        jax.random.key(config.seed), prepare_input(named[0][1], config.policy), config.max_devices
+        jax.random.key(config.seed), prepare_input(pairs[0][1], config.policy), config.max_devices
     )
-    params = apply_prior(template, config)
-    opt_state = optimizer.init(params)
     meta = {
-        "kind": KIND,
-        "cluster": cluster.name,
-        "graphs": [name for name, _ in named],
+        **run_meta(KIND, clusters, {name: graph for name, graph, _ in pairs}),
         "workers": count,
         "processes": jax.process_count(),
     }
-    logger = MetricsLogger(out_dir, METRIC_COLUMNS) if is_main else None
+    ckpt = _resumed(out_dir, resume, is_main)
+    start, elapsed = 0, 0.0
+    if ckpt is not None:
+        check_resume(
+            ckpt,
+            kind=KIND,
+            cluster=clusters,
+            graphs={name: graph for name, graph, _ in pairs},
+            config=config,
+            where=out_dir,
+        )
+        if ckpt.meta.get("workers") != count:
+            raise ResumeMismatchError(
+                f"{out_dir}: cannot resume: the checkpoint was trained by "
+                f"{ckpt.meta.get('workers')} workers, not {count} (worker w's graphs and "
+                "keys depend on W); use another --out directory"
+            )
+        if steps < ckpt.step:
+            raise ValueError(f"steps={steps} but the checkpoint has already done {ckpt.step} steps")
+        params = restore_params(template, ckpt.params)
+        opt_state = restore_opt_state(optimizer.init(params), ckpt.opt_state)
+        start, elapsed = ckpt.step, ckpt.elapsed
+        for w in local:
+            for env in envs[w]:
+                env.restore_best(ckpt.best.get(env.name, {}))
+                if config.prior_follows_best:
+                    env.follow_best()  # where the run's prior stood when it was saved
+    else:
+        params = apply_prior(template, config)
+        opt_state = optimizer.init(params)
+    logger = (
+        MetricsLogger(out_dir, METRIC_COLUMNS, resume_step=start if ckpt else None)
+        if is_main
+        else None
+    )
     history: list[dict[str, Any]] = []
-    elapsed = 0.0
     size = config.samples
     mb = config.ppo.minibatch_size or size
 
@@ -290,7 +364,7 @@ def data_parallel_pretrain(
         merged: dict[str, Any] = {}
         for part in allgather_objects(mine):
             merged.update(part)
-        return {name: merged[name] for name, _ in named}
+        return {name: merged[name] for name, _, _ in pairs}
 
     def save(step: int) -> None:
         best = best_states()  # a collective: every process takes part
@@ -308,11 +382,12 @@ def data_parallel_pretrain(
 
     bar = tqdm(
         total=steps,
-        desc=f"data-parallel pretrain ({count} workers) on {cluster.name}",
+        initial=start,
+        desc=f"data-parallel pretrain ({count} workers) on {meta['cluster']}",
         disable=not (config.progress and is_main),
     )
     try:
-        for step in range(steps):
+        for step in range(start, steps):
             began = time.perf_counter()
             step_envs: dict[int, GraphEnv] = {}
             step_scores: dict[int, Scores] = {}
@@ -417,5 +492,5 @@ def data_parallel_pretrain(
             RuntimeWarning,
             stacklevel=2,
         )
-    results = {name: gathered[name] for name, _ in named}
+    results = {name: gathered[name] for name, _, _ in pairs}
     return TrainResult(params, steps, results, out_dir, history, elapsed)

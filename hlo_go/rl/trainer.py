@@ -438,6 +438,17 @@ def _clusters(cluster: Cluster | Sequence[Cluster]) -> list[Cluster]:
     return clusters
 
 
+def _pairs(
+    named: Sequence[tuple[str, OpGraph]], clusters: Sequence[Cluster]
+) -> list[tuple[str, OpGraph, Cluster]]:
+    """``(name, graph, cluster)`` of every graph on every cluster, graph by graph (each
+    graph's clusters side by side in the batches); with several clusters a pair is named
+    ``graph@cluster``."""
+    if len(clusters) == 1:
+        return [(name, graph, clusters[0]) for name, graph in named]
+    return [(f"{name}@{c.name}", graph, c) for name, graph in named for c in clusters]
+
+
 def _resume_checkpoint(
     out_dir: str | Path, resume: bool, kind: str, envs: list[GraphEnv], config: TrainConfig
 ) -> Checkpoint | None:
@@ -558,15 +569,10 @@ def pretrain(
         start = _loaded(init)
         if start.config.policy != config.policy or start.config.max_devices != config.max_devices:
             raise ValueError("config.policy / max_devices differ from the init checkpoint's")
-    if len(clusters) == 1:
-        envs = _make_envs(graphs, clusters[0], config, None)
-    else:  # each graph on every cluster, side by side in the batches
-        named = _named(graphs)
-        envs = [
-            _make_envs([(f"{name}@{c.name}", graph)], c, config, None)[0]
-            for name, graph in named
-            for c in clusters
-        ]
+    envs = [
+        _make_envs([(name, graph)], c, config, None)[0]
+        for name, graph, c in _pairs(_named(graphs), clusters)
+    ]
     ckpt = _resume_checkpoint(out_dir, resume, "pretrain", envs, config)
     return _train(
         envs,
