@@ -619,3 +619,53 @@ cond {
     without = simulate(g._replace(launches=None), tiny_cluster(), decide(g))
     # 16 launches of 1 us instead of 1; the roofline part is the same.
     assert span(with_launches, g, "loop")[1] - span(without, g, "loop")[1] == pytest.approx(15)
+
+
+DOT_ADD = """
+  p = f32[128,128] parameter(0)
+  q = f32[128,128] parameter(1)
+  d = f32[128,128] dot(p, q), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  n = f32[128,128] negate(p)
+  ROOT a = f32[128,128] add(d, n)
+"""
+
+
+def test_large_matrices_never_fuse_on_a_device_that_runs_them_alone():
+    # XLA:CPU (host-cpu presets): our lowering keeps a dot larger than XLA fuses out of
+    # every fusion, so the simulator prices it alone whatever its fusion priority;
+    # other devices fuse it as the decisions say.
+    from hlo_go.decisions import large_matrix_nodes, unfuse_large_matrices
+
+    graph = graph_of(DOT_ADD)
+    d, n, a = (graph.node_index[x] for x in "dna")
+    assert large_matrix_nodes(graph)[d] and large_matrix_nodes(graph).sum() == 1
+    every = decide(graph, fusion=1.0)
+    library = TINY.replace(fuses_large_matrices=False)
+    alone = Cluster("library", (library,), ())
+    fusing = Cluster("fusing", (TINY,), ())
+
+    fused = simulate(graph, fusing, every).fusion_group
+    assert fused[d] == fused[n] == fused[a]
+    kept = simulate(graph, alone, every)
+    assert kept.fusion_group[d] != kept.fusion_group[a] == kept.fusion_group[n]
+    # exactly the decisions with the dot's priority taken away
+    unfused_dot = every._replace(
+        fusion_priority=unfuse_large_matrices(graph, every.fusion_priority)
+    )
+    assert unfused_dot.fusion_priority[d] == 0 and unfused_dot.fusion_priority[n] == 1
+    assert kept.step_time == simulate(graph, fusing, unfused_dot).step_time
+    assert unfuse_large_matrices(graph, unfused_dot.fusion_priority) is unfused_dot.fusion_priority
+    # per device: the rule follows the dot's placement
+    mixed = Cluster(
+        "mixed", (TINY, library), (Link(0, 1, 4.096e9, 1 * US), Link(1, 0, 4.096e9, 1 * US))
+    )
+    on = {1: decide(graph, placement={"d": 1, "n": 1, "a": 1}, fusion=1.0), 0: every}
+    groups = {dev: simulate(graph, mixed, dec).fusion_group for dev, dec in on.items()}
+    assert groups[0][d] == groups[0][a] and groups[1][d] != groups[1][a]
+    # the host presets run large matrices alone; the GPU and TPU presets fuse them
+    assert not any(dev.fuses_large_matrices for dev in get_cluster("host-cpu-2").devices)
+    assert all(dev.fuses_large_matrices for dev in get_cluster("v100x4").devices)
+    # a cluster file keeps the flag, and a bad value is refused by name
+    assert not cluster_from_dict(cluster_to_dict(alone)).devices[0].fuses_large_matrices
+    with pytest.raises(ValueError, match="fuses_large_matrices must be true or false"):
+        TINY.replace(fuses_large_matrices="no")

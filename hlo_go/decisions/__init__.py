@@ -48,6 +48,7 @@ from hlo_go.decisions.legality import FusionGroupError, check_fusion_groups, fus
 from hlo_go.decisions.legality import graph_output_dims as graph_output_dims
 from hlo_go.decisions.legality import large_matrix_nodes as large_matrix_nodes
 from hlo_go.decisions.legality import module_output_dims as module_output_dims
+from hlo_go.decisions.legality import unfuse_large_matrices as unfuse_large_matrices
 
 __all__ = [
     "ARRAY_FIELDS",

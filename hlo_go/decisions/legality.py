@@ -125,6 +125,28 @@ def large_matrix_nodes(graph: OpGraph) -> np.ndarray:
     return graph_cached(graph, "large_matrix_nodes", _large_matrix_nodes)
 
 
+def unfuse_large_matrices(
+    graph: OpGraph, fusion_priority: np.ndarray, where: np.ndarray | None = None
+) -> np.ndarray:
+    """``fusion_priority`` with every large dot and convolution's priority set to 0, so
+    that it fuses with nothing (:func:`large_matrix_nodes`).
+
+    Args:
+      graph: an OpGraph.
+      fusion_priority: ``float[N]``.
+      where: ``bool[N]``, the nodes the rule applies to (default: all).
+
+    Returns:
+      ``fusion_priority`` itself when no such node has a positive priority, else a new
+      ``float32[N]``.
+    """
+    priority = np.asarray(fusion_priority)
+    blocked = large_matrix_nodes(graph) if where is None else large_matrix_nodes(graph) & where
+    if not np.any(priority[blocked] > 0):
+        return fusion_priority
+    return np.where(blocked, 0, priority).astype(np.float32)
+
+
 def _large_matrix_nodes(graph: OpGraph) -> np.ndarray:
     small = (graph.bytes_read <= 2 * SMALL_MATRIX_BYTES) & (graph.bytes_out <= SMALL_MATRIX_BYTES)
     small &= graph.flops <= SMALL_MATRIX_FLOPS

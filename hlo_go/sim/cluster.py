@@ -76,6 +76,11 @@ class Device:
         instead of the roofline (:mod:`hlo_go.sim.learned`): a shipped model's name
         (:func:`hlo_go.sim.learned.shipped_models`) or a model file's path; empty: the
         roofline alone.
+      fuses_large_matrices: whether a dot or convolution larger than XLA:CPU fuses
+        (:func:`hlo_go.decisions.large_matrix_nodes`) may join a fused kernel on this
+        device. False for XLA:CPU: :meth:`hlo_go.xla.Program.lower` keeps large ones out
+        of every fusion (library calls), so the simulator prices them alone, as they run,
+        whatever the decisions' fusion priority says.
     """
 
     name: str
@@ -88,9 +93,15 @@ class Device:
     compute_efficiency: Mapping[str, float] = field(default_factory=FrozenDict)
     memory_efficiency: Mapping[str, float] = field(default_factory=FrozenDict)
     kernel_model: str = ""
+    fuses_large_matrices: bool = True
 
     def __post_init__(self) -> None:
         what = f"device {self.name!r}"
+        if not isinstance(self.fuses_large_matrices, bool):
+            raise ValueError(
+                f"{what}: fuses_large_matrices must be true or false, "
+                f"got {self.fuses_large_matrices!r}"
+            )
         if not isinstance(self.kernel_model, str):
             raise ValueError(f"{what}: kernel_model must be a string, got {self.kernel_model!r}")
         peak = _frozen(self.peak_flops, f"{what} peak_flops", DTYPE_CLASSES)

@@ -15,7 +15,8 @@ default link for the pairs not listed::
     memory_capacity = 16e9                           # bytes
     launch_overhead = 5e-6                           # seconds per kernel
     # optional: transcendentals_per_s, compute_efficiency, memory_efficiency,
-    # kernel_model (a learned kernel cost model: a shipped name or a file)
+    # kernel_model (a learned kernel cost model: a shipped name or a file),
+    # fuses_large_matrices (false: large dots and convolutions never fuse, as on XLA:CPU)
 
     [default_link]                                   # every pair not in [[links]]
     bandwidth = 15.75e9
@@ -55,6 +56,7 @@ _DEVICE_KEYS = {
     "compute_efficiency",
     "memory_efficiency",
     "kernel_model",
+    "fuses_large_matrices",
 }
 _LINK_KEYS = {"src", "dst", "bandwidth", "latency", "channel", "both_ways"}
 
@@ -202,6 +204,8 @@ def cluster_to_dict(cluster: Cluster) -> dict[str, Any]:
             entry["transcendentals_per_s"] = device.transcendentals_per_s
         if device.kernel_model:
             entry["kernel_model"] = device.kernel_model
+        if not device.fuses_large_matrices:
+            entry["fuses_large_matrices"] = False
         devices.append(entry)
     links = [
         {

@@ -181,6 +181,8 @@ HOST_CORE = Device(
     memory_capacity=23 * GiB,
     launch_overhead=1.5 * US,
     transcendentals_per_s=2 * G,
+    # our lowering keeps large dots and convolutions out of fusions on XLA:CPU
+    fuses_large_matrices=False,
 )
 # HOST_CORE calibrated on this host (python -m hlo_go.calibration, 2026-11-24; the host
 # now reports AMD EPYC family 25 model 17, AVX-512): fitted to 15,040 kernels of 18 corpus

@@ -41,7 +41,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from hlo_go.decisions import Adjacency, Decisions, FusionLimits, adjacency, fusion_groups
+from hlo_go.decisions import (
+    Adjacency,
+    Decisions,
+    FusionLimits,
+    adjacency,
+    fusion_groups,
+    unfuse_large_matrices,
+)
 from hlo_go.decisions.fusion import DEFAULT_LIMITS
 from hlo_go.decisions.legality import MAX_REGENERATED_CHAIN, REGENERATED
 from hlo_go.graph import OpGraph
@@ -72,6 +79,8 @@ class Prepared(NamedTuple):
       kernel_models: per row of ``costs`` (device specification), the learned kernel
         cost model pricing its kernels (:mod:`hlo_go.sim.learned`), or None for the
         roofline; ``()`` when no device has one.
+      fuses_large_matrices: ``bool[D]`` whether each device lets a large dot or
+        convolution fuse (``Device.fuses_large_matrices``).
     """
 
     graph: OpGraph
@@ -86,7 +95,8 @@ class Prepared(NamedTuple):
     links: LinkArrays
     launches: np.ndarray
     regenerated: np.ndarray
-    kernel_models: tuple = ()
+    kernel_models: tuple
+    fuses_large_matrices: np.ndarray
 
 
 _CACHE: OrderedDict[tuple[int, Cluster], Prepared] = OrderedDict()
@@ -123,6 +133,7 @@ def prepare(graph: OpGraph, cluster: Cluster) -> Prepared:
         np.maximum(graph.kernel_launches, 1).astype(np.float64),
         REGENERATED[graph.opcode],
         _kernel_models(cluster, costs.spec),
+        np.array([d.fuses_large_matrices for d in cluster.devices], dtype=bool),
     )
     _CACHE[key] = value
     while len(_CACHE) > _CACHE_SIZE:
@@ -209,9 +220,12 @@ def simulate(
     prepared = prepare(graph, cluster)
     placement = np.asarray(decisions.placement, dtype=np.int64)
     if group is None:
-        group = fusion_groups(
-            graph, placement, decisions.fusion_priority, output_dims=output_dims, limits=limits
-        )
+        priority = decisions.fusion_priority
+        if not prepared.fuses_large_matrices.all():  # as the lowering for XLA:CPU does
+            priority = unfuse_large_matrices(
+                graph, priority, where=~prepared.fuses_large_matrices[placement]
+            )
+        group = fusion_groups(graph, placement, priority, output_dims=output_dims, limits=limits)
     return _run(prepared, placement, decisions.schedule_priority, np.asarray(group))
 
 

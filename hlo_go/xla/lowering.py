@@ -48,8 +48,8 @@ from hlo_go.decisions import (
     check_gpu_fusion_groups,
     fusion_group_names,
     graph_fingerprint,
-    large_matrix_nodes,
     module_output_dims,
+    unfuse_large_matrices,
 )
 from hlo_go.errors import HloGoError
 from hlo_go.graph import OpGraph, build_graph
@@ -622,11 +622,10 @@ def without_large_matrices(graph: OpGraph, decisions: Decisions) -> Decisions:
     Returns:
       The decisions, fusion priority changed where a large matrix node had one.
     """
-    large = large_matrix_nodes(graph)
-    priority = np.asarray(decisions.fusion_priority)
-    if not np.any(priority[large] > 0):
+    priority = unfuse_large_matrices(graph, decisions.fusion_priority)
+    if priority is decisions.fusion_priority:
         return decisions
-    return decisions._replace(fusion_priority=np.where(large, 0, priority).astype(np.float32))
+    return decisions._replace(fusion_priority=priority)
 
 
 def _label(spec: Any) -> str:
