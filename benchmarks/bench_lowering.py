@@ -82,8 +82,9 @@ PARTIAL = RESULTS_DIR / "lowering.partial.json"
 # order of the variants (:func:`hlo_go.xla.timing.time_interleaved`); 5: searched orders the entry
 # for memory on one device (:func:`hlo_go.xla.schedule.memory_schedule`), and fusions read values
 # written out anyway rather than recompute them (:func:`hlo_go.xla.fusion.regenerate_shared`); 6:
-# large dots and convolutions stay out of our fusions (:func:`hlo_go.decisions.large_matrix_nodes`).
-RESULTS_VERSION = 6
+# large dots and convolutions stay out of our fusions (:func:`hlo_go.decisions.large_matrix_nodes`);
+# 7: the simulator the search runs on keeps them out too (Device.fuses_large_matrices).
+RESULTS_VERSION = 7
 # Graphs not started within this many seconds of the run are skipped (and listed).
 TIME_BUDGET_S = float(os.environ.get("HLO_GO_LOWERING_BUDGET_S", 4 * 3600))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.bench_heuristic_choice import choice, measured, simulators, summarize
+from benchmarks.bench_heuristic_choice import BEFORE_FIX, choice, measured, simulators, summarize
 
 
 def test_only_graphs_with_every_variant_measured_correct() -> None:
@@ -43,7 +43,7 @@ def test_the_pick_its_regret_and_the_ranking() -> None:
 
 def test_the_ablation_is_the_roofline_with_large_matrices_fused() -> None:
     sims = simulators()
-    roofline, before = sims["host-cpu-1"], sims[next(s for s in sims if "before" in s)]
+    roofline, before = sims["host-cpu-1"], sims[BEFORE_FIX]
     assert not any(d.fuses_large_matrices for d in roofline.devices)
     assert all(d.fuses_large_matrices for d in before.devices)
     assert [d.replace(fuses_large_matrices=False) for d in before.devices] == list(roofline.devices)
