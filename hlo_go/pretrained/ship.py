@@ -15,7 +15,7 @@ The shipped policies were trained on this host (2 cores) with::
     python -m hlo_go.pretrained.ship runs/folds/gpt2.msgpack v100x4
 
     # host-cpu: imitation of teachers on the learned-cost-model simulator, bert and gnmt
-    # held out (needs the corpus variants, as above)
+    # held out (needs the corpus variants, as above; teachers 31 min, imitation 12 min)
     G=$(python -c "from hlo_go import corpus; from hlo_go.graph import build_graph; \\
         n = {g: build_graph(corpus.load(g, 'prefusion')).num_nodes \\
              for s in ('base', 'variants') for g in corpus.names(split=s) \\
