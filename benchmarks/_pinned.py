@@ -25,6 +25,19 @@ DIED = (
 )
 
 
+def reusable(
+    per_graph: dict[str, dict[str, Any]], *, version: int, **identity: str
+) -> dict[str, dict[str, Any]]:
+    """The cached graphs a resumed run keeps: measured at results ``version`` and with the
+    same ``identity`` fields (e.g. ``policy_sha256``, the digest of the file they were
+    measured with)."""
+    return {
+        g: v
+        for g, v in per_graph.items()
+        if v.get("version") == version and all(v.get(k) == x for k, x in identity.items())
+    }
+
+
 def measure_pinned(
     names: Sequence[str],
     measure: Callable[..., dict[str, Any]],

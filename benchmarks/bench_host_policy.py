@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from benchmarks import RESULTS_DIR, inputs_digest
 from benchmarks._pinned import measure_pinned
+from benchmarks._pinned import reusable as kept
 from benchmarks.bench_search_learned import HEURISTICS, versus_best
 
 if TYPE_CHECKING:
@@ -161,11 +162,7 @@ def simulated(graph: OpGraph, decided: dict[str, Decisions]) -> dict[str, float]
 def reusable(per_graph: dict[str, dict[str, Any]], policy: str) -> dict[str, dict[str, Any]]:
     """The cached graphs a resumed run keeps: this results version, measured with the
     policy file whose digest is ``policy``."""
-    return {
-        g: v
-        for g, v in per_graph.items()
-        if v.get("version") == RESULTS_VERSION and v.get("policy_sha256") == policy
-    }
+    return kept(per_graph, version=RESULTS_VERSION, policy_sha256=policy)
 
 
 def summarize(per_graph: dict[str, dict[str, Any]]) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from typing import Any
 
 from benchmarks import RESULTS_DIR, inputs_digest
 from benchmarks._pinned import measure_pinned
+from benchmarks._pinned import reusable as kept
 
 GRAPHS = (
     "rnnlm_l2_scan",
@@ -108,11 +109,7 @@ def model_digest() -> str:
 def reusable(per_graph: dict[str, dict[str, Any]], model: str) -> dict[str, dict[str, Any]]:
     """The cached graphs a resumed run keeps: this results version, searched over the
     model file whose digest is ``model``."""
-    return {
-        g: v
-        for g, v in per_graph.items()
-        if v.get("version") == RESULTS_VERSION and v.get("model_sha256") == model
-    }
+    return kept(per_graph, version=RESULTS_VERSION, model_sha256=model)
 
 
 def versus_best(per_graph: dict[str, dict[str, Any]], search: str) -> dict[str, float]:

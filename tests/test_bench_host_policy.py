@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from bench_rows import rows as _rows
 
 from benchmarks.bench_host_policy import (
     RESULTS_VERSION,
@@ -28,16 +29,6 @@ ENTRY e {
 @pytest.fixture
 def tiny_chain() -> OpGraph:
     return build_graph(parse_hlo(CHAIN), validate=True)
-
-
-def _rows(graph: str, **relative: float | None) -> dict:
-    return {
-        "rows": [
-            {"graph": graph, "variant": v.replace("_", "-"), "correct": r is not None,
-             "relative": r}
-            for v, r in relative.items()
-        ]
-    }  # fmt: skip
 
 
 def test_policy_against_the_best_correct_heuristic_and_each() -> None:

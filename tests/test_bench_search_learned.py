@@ -3,18 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from bench_rows import rows as _rows
 
 from benchmarks.bench_search_learned import RESULTS_VERSION, reusable, summarize, versus_best
-
-
-def _rows(graph: str, **relative: float | None) -> dict:
-    return {
-        "rows": [
-            {"graph": graph, "variant": v.replace("_", "-"), "correct": r is not None,
-             "relative": r}
-            for v, r in relative.items()
-        ]
-    }  # fmt: skip
 
 
 def test_search_against_the_best_correct_heuristic() -> None:
