@@ -193,6 +193,7 @@ def run_fold(family: str, args: Any, store: Path) -> dict[str, Any]:
                 out_dir=Path(work),
                 changed_share=args.changed_share,
                 renumber_devices=args.renumber_devices,
+                match_devices=args.match_devices,
             )
             ckpt = load_checkpoint(Path(work))
             record = {
@@ -534,6 +535,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         action="store_true",
         help="teach the teachers' placements with devices numbered in graph order "
         "(hlo_go.rl.imitation.canonical_devices)",
+    )
+    p.add_argument(
+        "--match-devices",
+        action="store_true",
+        help="teach the teachers' placements up to the cluster's device symmetries "
+        "(hlo_go.rl.imitation.matched_placement)",
     )
     p.add_argument(
         "--keep", type=Path, help="copy each fold's imitation checkpoint here (FAMILY.msgpack)"

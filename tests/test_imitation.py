@@ -41,6 +41,7 @@ from hlo_go.rl import teachers as teachers_module
 from hlo_go.rl.agent import decision_weights
 from hlo_go.rl.checkpoint import ResumeMismatchError
 from hlo_go.rl.compare import best, run_baselines
+from hlo_go.rl.imitation import _agreement, device_table, matched_placement
 from hlo_go.rl.teachers import (
     CHANGED_BITS,
     REVERT_BUDGET,
@@ -48,6 +49,7 @@ from hlo_go.rl.teachers import (
     revert_needless_changes,
 )
 from hlo_go.sim import get_cluster, simulate
+from hlo_go.sim.symmetry import device_permutations
 
 # The experiments' quick policy: the tests are about the machinery, not the network's size.
 TINY = PolicyConfig(hidden_size=16, gnn_layers=1, num_heads=2, segments_per_step=2)
@@ -300,6 +302,64 @@ def test_imitation_examples_can_renumber_the_teachers_devices(teachers, graphs):
     back = env.decisions({t: a[None] for t, a in renumbered.actions.items()})[0]
     np.testing.assert_array_equal(back.placement, want.placement)
     assert len(np.unique(want.placement)) > 1  # the teacher spreads the graph
+
+
+def test_matched_placement_takes_the_numbering_the_network_prefers():
+    perms, valid = device_table(get_cluster("v100x4"), 8)
+    assert perms.shape == (40320, 8) and valid.sum() == 24
+    np.testing.assert_array_equal(perms[valid][:, 4:], np.tile(np.arange(4, 8), (24, 1)))
+    teacher = np.array([0, 0, 1, 1, 2, 3, 0], np.int32)
+    want = np.array([3, 3, 2, 2, 1, 0, 3], np.int32)  # the teacher's parts, renumbered
+    log_probs = np.full((7, 8), np.log(0.01), np.float32)
+    log_probs[np.arange(7), want] = np.log(0.9)
+    log_probs[:, 4:] = -1e9  # no such devices
+    log_probs[6] = 0.0  # a padding row: no opinion, and it does not count
+    weights = np.array([1, 1, 1, 1, 1, 1, 0], np.float32)
+    args = [jnp.asarray(a) for a in (log_probs, teacher, weights, perms)]
+    for match in (matched_placement, jax.jit(matched_placement)):
+        np.testing.assert_array_equal(match(*args, jnp.asarray(valid)), want)
+        identity_only = np.arange(len(valid)) == 0
+        np.testing.assert_array_equal(match(*args, jnp.asarray(identity_only)), teacher)
+
+
+def test_matched_loss_is_the_same_for_every_numbering_of_the_teacher(teachers, graphs):
+    import optax
+
+    example = make_examples(teachers[:1], CONFIG, graphs=graphs, match_devices=True)[0]
+    assert example.label == "cnn@v100x4" and example.device_perms is not None
+    matched = Imitator(CONFIG, optax.adam(1e-3), match_devices=True)
+    plain = Imitator(CONFIG, optax.adam(1e-3))
+    params = agent_for(CONFIG).policy.init(jax.random.key(0), example.env.inputs, 8)
+    base, unmatched = matched.loss(params, example), plain.loss(params, example)
+    assert base <= unmatched + 1e-6
+    taught = example.actions["placement"]
+    plain_losses = []
+    for perm in device_permutations(get_cluster("v100x4"))[[5, 17, 23]]:
+        renamed = example._replace(actions={**example.actions, "placement": perm[taught]})
+        assert matched.loss(params, renamed) == pytest.approx(base, rel=1e-5)
+        plain_losses.append(plain.loss(params, renamed))
+    assert max(abs(x - unmatched) for x in plain_losses) > 1e-4  # unmatched, numbers matter
+    # agreement counts placement up to the symmetry that matches best
+    greedy = {t: a[None] for t, a in example.actions.items()}
+    greedy["placement"] = device_permutations(get_cluster("v100x4"))[7][taught][None]
+    agreement = _agreement(greedy, example, CONFIG.tasks)
+    assert agreement["placement"] == pytest.approx(1.0) and agreement["all"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="no device table"):
+        matched.loss(params, example._replace(device_perms=None, perm_valid=None))
+
+
+def test_imitation_with_matched_devices_trains_and_records_it(teachers, graphs, tmp_path):
+    result = train_imitation(
+        teachers[:2], CONFIG, steps=6, graphs=graphs, seed=0, out_dir=tmp_path / "m",
+        learning_rate=3e-3, match_devices=True,
+    )  # fmt: skip
+    assert result.step == 6 and all(np.isfinite(row["loss"]) for row in result.history)
+    assert load_checkpoint(tmp_path / "m").meta["imitation"]["match_devices"] is True
+    with pytest.raises(ResumeMismatchError, match="imitation"):  # another recipe: refused
+        train_imitation(
+            teachers[:2], CONFIG, steps=7, graphs=graphs, out_dir=tmp_path / "m",
+            learning_rate=3e-3,
+        )  # fmt: skip
 
 
 def test_loss_jit_equals_eager_and_compiles_once_per_bucket(teachers, graphs):

@@ -19,6 +19,7 @@ from hlo_go.gonet import (
     bin_values,
     choose,
     choose_colocated,
+    colocated_log_probs,
     fusion_bins,
     param_count,
     policy_bucket,
@@ -203,6 +204,20 @@ def test_colocated_choice_counts_each_group_once():
         log_p = pooled - np.log(np.exp(pooled).sum())
         expected += log_p[action[members[0]]]
     np.testing.assert_allclose(choice.log_prob, expected, rtol=1e-5)
+
+
+def test_colocated_log_probs_are_what_the_colocated_choice_scores():
+    logits = jnp.asarray(np.random.default_rng(1).standard_normal((6, 4)), jnp.float32)
+    group = jnp.asarray([0, 0, 2, 2, 2, 5])
+    mask = jnp.asarray([True] * 5 + [False])
+    valid = jnp.asarray([True, True, True, False])
+    given = jnp.asarray([1, 1, 2, 2, 2, 0])
+    for fn in (colocated_log_probs, jax.jit(colocated_log_probs)):
+        log_p = np.asarray(fn(logits, valid, group))
+        assert np.all(log_p[:, 3] < -1e8)  # an invalid device has no probability
+        np.testing.assert_allclose(np.exp(log_p[[0, 2, 5]]).sum(-1), 1.0, rtol=1e-5)
+        choice = choose_colocated(logits, valid, group, mask, given=given)
+        np.testing.assert_allclose(choice.log_prob, log_p[0, 1] + log_p[2, 2], rtol=1e-5)
 
 
 def test_inverse_cdf_sampling_follows_the_distribution():

@@ -14,6 +14,7 @@ Public names::
     GraphContext, FiLMGenerator  graph embedding and feature modulation
     ActionHead, ValueHead        output heads
     choose, choose_colocated     masked categoricals (sample / mode / score)
+    colocated_log_probs          the distributions choose_colocated chooses from
     inverse_cdf_sample           one uniform per row -> one categorical draw
     bin_values, priorities_to_bins, fusion_bins, MASKED_LOGIT
 
@@ -32,6 +33,7 @@ from hlo_go.gonet.actions import (
     bin_values,
     choose,
     choose_colocated,
+    colocated_log_probs,
     fusion_bins,
     inverse_cdf_sample,
     priorities_to_bins,
@@ -77,6 +79,7 @@ __all__ = [
     "bin_values",
     "choose",
     "choose_colocated",
+    "colocated_log_probs",
     "film",
     "fusion_bins",
     "inverse_cdf_sample",

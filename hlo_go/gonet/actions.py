@@ -151,6 +151,20 @@ def _first_max(logits: jnp.ndarray) -> jnp.ndarray:
     return jnp.where(logits == best, index, logits.shape[-1]).min(-1).astype(jnp.int32)
 
 
+def colocated_log_probs(logits: jnp.ndarray, valid: jnp.ndarray, group: jnp.ndarray) -> jnp.ndarray:
+    """``float32[N, A]``: the log-probabilities :func:`choose_colocated` chooses from, one
+    row per colocation group (row ``g``: group ``g``'s, the mean of its rows' logits; rows
+    that name no group hold meaningless values).
+
+    Args:
+      logits: ``float32[N, A]``.
+      valid: ``bool[A]``.
+      group: ``int32[N]`` the group of each row, named by one of its rows.
+    """
+    pooled = jraph.segment_mean(logits, group, logits.shape[0])
+    return jax.nn.log_softmax(jnp.where(valid, pooled, MASKED_LOGIT), axis=-1)
+
+
 def group_leaders(group: jnp.ndarray, mask: jnp.ndarray) -> jnp.ndarray:
     """``bool[N]``: the real rows that name their colocation group (one per group), the
     rows whose placement is counted (works on NumPy and JAX arrays alike)."""

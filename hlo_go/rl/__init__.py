@@ -24,6 +24,7 @@ Public names::
                                                             imitation pre-training on teachers
     teacher_actions, teacher_agreement, imitation_loss, Imitator, make_examples, changed_weights
     canonical_devices(graph, cluster, decisions)          a teacher's devices numbered in graph order
+    matched_placement, device_table                        a teacher's devices matched to the network's
     move_loss                                               the move head's listwise loss
     refine_moves(checkpoint, teachers, *, steps), decode_bases
                                                             the move head taught from its own decode
@@ -67,8 +68,10 @@ from hlo_go.rl.imitation import (
     canonical_devices,
     changed_weights,
     decode_bases,
+    device_table,
     imitation_loss,
     make_examples,
+    matched_placement,
     move_loss,
     refine_moves,
     teacher_actions,
@@ -167,6 +170,7 @@ __all__ = [
     "clipped_surrogate",
     "data_parallel_pretrain",
     "decode_bases",
+    "device_table",
     "entropy_bonus",
     "finetune",
     "fusion_cuts",
@@ -180,6 +184,7 @@ __all__ = [
     "make_optimizer",
     "make_teachers",
     "make_update_step",
+    "matched_placement",
     "memory_ratio",
     "minibatch_epochs",
     "move_loss",

@@ -28,6 +28,18 @@ from the network's own decode (:func:`decode_bases`: its greedy decisions and co
 cuts, where its climb starts) instead of the best heuristic's, as DAgger labels the states
 the learner visits.
 
+**Devices matched** (``match_devices``). On a cluster of alike devices a device's number is
+a name: a teacher that starts from a graph partition (METIS) numbers its parts arbitrarily,
+and no network can read from a node which of several interchangeable devices it got, so
+imitation teaches it a near-uniform distribution and its greedy decode piles the graph on
+one or two devices (``docs/rl.md``). With ``match_devices`` the placement target of each
+step is the teacher's placement renumbered by the cluster's symmetry
+(:func:`hlo_go.sim.symmetry.device_permutations`) under which the network's current
+distribution scores it highest (:func:`matched_placement`): the loss asks which nodes share
+a device, not which number it has, and the network keeps the numbering it drifts to. Every
+renumbering taught is a symmetry, so it names decisions that simulate exactly as the
+teacher's.
+
 There is no heuristic-prior input: the network's own decisions are what is taught and
 measured (the prior is an ablation of PPO training, :mod:`hlo_go.rl.prior`).
 
@@ -41,6 +53,7 @@ from __future__ import annotations
 import collections
 import functools
 import logging
+import math
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -53,7 +66,8 @@ import optax
 from tqdm.auto import tqdm
 
 from hlo_go.decisions import Decisions
-from hlo_go.gonet import MASKED_LOGIT, TASKS, GONetwork, PolicyConfig
+from hlo_go.gonet import MASKED_LOGIT, TASKS, GONetwork, PolicyConfig, colocated_log_probs
+from hlo_go.gonet.network import with_prior
 from hlo_go.graph import OpGraph
 from hlo_go.rl.agent import GOAgent, decision_weights
 from hlo_go.rl.checkpoint import (
@@ -75,6 +89,7 @@ from hlo_go.rl.prior import prior_decisions
 from hlo_go.rl.teachers import CHANGED_BITS, Teacher, check_teacher_graph, job_graph
 from hlo_go.rl.trainer import NonFiniteTrainingError, agent_for, infer
 from hlo_go.sim import Cluster, get_cluster, simulate
+from hlo_go.sim.symmetry import MAX_PERMUTED_DEVICES, device_permutations
 
 logger = logging.getLogger(__name__)
 
@@ -150,6 +165,65 @@ def canonical_devices(graph: OpGraph, cluster: Cluster, decisions: Decisions) ->
     return renumbered if same else decisions
 
 
+@functools.lru_cache(maxsize=16)
+def device_table(cluster: Cluster, max_devices: int) -> tuple[np.ndarray, np.ndarray]:
+    """A cluster's device symmetries as :func:`imitation_loss` takes them, one shape for every
+    cluster of a network (so its step compiles once).
+
+    Args:
+      cluster: at most ``max_devices`` devices.
+      max_devices: ``D_max``, at most :data:`~hlo_go.sim.symmetry.MAX_PERMUTED_DEVICES`.
+
+    Returns:
+      ``(perms int32[D_max!, D_max], valid bool[D_max!])``: the rows of
+      :func:`~hlo_go.sim.symmetry.device_permutations`, each extended by the identity on
+      devices ``D .. D_max - 1``, then rows of the identity marked invalid.
+
+    Raises:
+      ValueError: ``max_devices`` above the limit, or a cluster larger than it.
+    """
+    if not cluster.num_devices <= max_devices <= MAX_PERMUTED_DEVICES:
+        raise ValueError(
+            f"matching devices needs max_devices <= {MAX_PERMUTED_DEVICES} and a cluster of at "
+            f"most max_devices devices; got max_devices={max_devices} and cluster "
+            f"{cluster.name!r} of {cluster.num_devices}"
+        )
+    found = device_permutations(cluster)
+    rows = math.factorial(max_devices)
+    perms = np.tile(np.arange(max_devices, dtype=np.int32), (rows, 1))
+    perms[: len(found), : cluster.num_devices] = found
+    valid = np.arange(rows) < len(found)
+    perms.setflags(write=False)
+    valid.setflags(write=False)
+    return perms, valid
+
+
+def matched_placement(
+    log_probs: jax.Array,
+    teacher: jax.Array,
+    weights: jax.Array,
+    perms: jax.Array,
+    valid: jax.Array,
+) -> jax.Array:
+    """The teacher's placement renumbered by the symmetry under which ``log_probs`` scores it
+    highest: ``perms[q][teacher]`` for the valid ``q`` maximizing
+    ``Σ_r w_r log p_r(perms[q][teacher_r])``, ``int32[N]``.
+
+    Args:
+      log_probs: ``float32[N, D_max]`` each row's placement log-probabilities (row ``r`` of
+        a group's leader: the group's, :func:`hlo_go.gonet.colocated_log_probs`).
+      teacher: ``int32[N]`` the teacher's device per row.
+      weights: ``float32[N]`` which rows count (0: padding, colocated non-leaders).
+      perms: ``int32[Q, D_max]`` candidate renumberings (:func:`device_table`).
+      valid: ``bool[Q]`` the rows of ``perms`` that may be taken.
+    """
+    d = log_probs.shape[1]
+    cost = jnp.zeros((d, d), log_probs.dtype).at[teacher].add(log_probs * weights[:, None])
+    score = cost[jnp.arange(d)[None, :], perms].sum(-1)  # cost[a, p[a]] summed over a
+    best = jnp.argmax(jnp.where(valid, score, -jnp.inf))
+    return perms[best][teacher].astype(jnp.int32)
+
+
 def imitation_loss(
     network: GONetwork,
     params: Params,
@@ -161,6 +235,8 @@ def imitation_loss(
     move_target: jax.Array | None = None,
     move_mask: jax.Array | None = None,
     move_weight: float | jax.Array = 0.0,
+    device_perms: jax.Array | None = None,
+    perm_valid: jax.Array | None = None,
 ) -> jax.Array:
     """The cross-entropy of the teacher's actions (module docstring), ``float32[]``, plus
     ``move_weight`` × the move head's listwise loss where the network has one.
@@ -181,8 +257,28 @@ def imitation_loss(
         groups' rows (:func:`hlo_go.rl.moves.move_target_distribution`, by position).
       move_mask: ``float32[P]`` 1 at those rows; all 0: no move loss.
       move_weight: the move loss's weight.
+      device_perms: ``int32[Q, D_max]`` the cluster's device symmetries
+        (:func:`device_table`): the teacher's placement is first renumbered by the one the
+        network scores highest (:func:`matched_placement`); None: taught as it is.
+      perm_valid: ``bool[Q]`` the valid rows of ``device_perms``.
+
+    Raises:
+      ValueError: ``device_perms`` for a network that does not decide placement first.
     """
     shared = network.apply(params, graphs, devices, method=GONetwork.shared)
+    if device_perms is not None and "placement" in tasks:
+        if network.config.task_order[0] != "placement":
+            raise ValueError("matching devices needs a network that decides placement first")
+        logits = with_prior(shared.first_logits, graphs, "placement")
+        valid = jnp.arange(network.max_devices) < devices
+        log_probs = colocated_log_probs(logits, valid, graphs.nodes["colocation_group"])
+        size = log_probs.shape[0]
+        start = list(tasks).index("placement") * size
+        placement = matched_placement(
+            jax.lax.stop_gradient(log_probs), actions["placement"],
+            weights[start : start + size], device_perms, perm_valid,
+        )  # fmt: skip
+        actions = {**actions, "placement": placement}
     out = network.apply(
         params, shared, graphs, devices, method=GONetwork.decide, actions=dict(actions)
     )
@@ -222,6 +318,9 @@ class Example(NamedTuple):
       move_target: ``float32[P]`` the move head's target distribution by position
         (:func:`hlo_go.rl.moves.move_target_distribution`; zeros without a move head).
       move_mask: ``float32[P]`` 1 at the labeled groups' rows (zeros: no move loss).
+      device_perms: the cluster's device symmetries to match the placement over
+        (:func:`device_table`: ``int32[Q, D_max]``), or None: taught as numbered.
+      perm_valid: ``bool[Q]``, the valid rows of ``device_perms`` (None with it).
     """
 
     label: str
@@ -232,6 +331,8 @@ class Example(NamedTuple):
     loss_weights: np.ndarray
     move_target: np.ndarray
     move_mask: np.ndarray
+    device_perms: np.ndarray | None = None
+    perm_valid: np.ndarray | None = None
 
 
 class Imitator:
@@ -241,6 +342,9 @@ class Imitator:
     Args:
       config: the policy's settings (``policy``, ``max_devices``, ``tasks``).
       optimizer: the Optax optimizer the step applies.
+      move_weight: the move loss's weight.
+      match_devices: teach each example's placement up to its cluster's device symmetries
+        (its ``device_perms``; module docstring).
     """
 
     def __init__(
@@ -248,9 +352,11 @@ class Imitator:
         config: TrainConfig,
         optimizer: optax.GradientTransformation,
         move_weight: float = 0.0,
+        match_devices: bool = False,
     ) -> None:
         self.config = config
         self.move_weight = float(move_weight)
+        self.match_devices = bool(match_devices)
         self.tasks = config.tasks
         self.optimizer = optimizer
         self.network = GONetwork(config.policy, config.max_devices)
@@ -263,22 +369,22 @@ class Imitator:
         """Function name -> times it was traced (= compiled)."""
         return dict(self._traces)
 
-    def _loss_fn(self, params, graphs, devices, actions, weights, move_target, move_mask):
+    def _loss_fn(self, params, graphs, devices, actions, weights, move_target, move_mask, perms):
         self._traces["loss"] += 1
         return imitation_loss(
             self.network, params, graphs, devices, actions, weights, self.tasks,
-            move_target, move_mask, self.move_weight,
+            move_target, move_mask, self.move_weight, *perms,
         )  # fmt: skip
 
     def _step_fn(
-        self, params, opt_state, graphs, devices, actions, weights, move_target, move_mask
+        self, params, opt_state, graphs, devices, actions, weights, move_target, move_mask, perms
     ):
         self._traces["step"] += 1
 
         def loss(p):
             return imitation_loss(
                 self.network, p, graphs, devices, actions, weights, self.tasks,
-                move_target, move_mask, self.move_weight,
+                move_target, move_mask, self.move_weight, *perms,
             )  # fmt: skip
 
         value, grads = jax.value_and_grad(loss)(params)
@@ -294,6 +400,22 @@ class Imitator:
             )
         return jnp.asarray(env.num_devices, jnp.int32)
 
+    def perms(self, example: Example) -> tuple[Any, Any]:
+        """``(device_perms, perm_valid)`` the loss takes: the example's, or ``(None, None)``
+        when not matching devices.
+
+        Raises:
+          ValueError: matching devices, and the example carries no device table.
+        """
+        if not self.match_devices:
+            return None, None
+        if example.device_perms is None:
+            raise ValueError(
+                f"example {example.label!r} has no device table; make it with "
+                "make_examples(..., match_devices=True)"
+            )
+        return example.device_perms, example.perm_valid
+
     def loss(self, params: Params, example: Example) -> float:
         """The example's loss under ``params`` (jitted)."""
         env = example.env
@@ -306,6 +428,7 @@ class Imitator:
                 example.loss_weights,
                 example.move_target,
                 example.move_mask,
+                self.perms(example),
             )
         )
 
@@ -316,7 +439,7 @@ class Imitator:
         env = example.env
         return self._step_jit(
             params, opt_state, env.inputs.graphs, self.devices(env), example.actions,
-            example.loss_weights, example.move_target, example.move_mask,
+            example.loss_weights, example.move_target, example.move_mask, self.perms(example),
         )  # fmt: skip
 
 
@@ -336,14 +459,26 @@ def teacher_agreement(agent: GOAgent, params: Params, example: Example) -> dict[
 def _agreement(
     greedy: Mapping[str, np.ndarray], example: Example, tasks: Sequence[str]
 ) -> dict[str, float]:
-    """:func:`teacher_agreement` of given greedy actions (``[1, P]`` per task)."""
+    """:func:`teacher_agreement` of given greedy actions (``[1, P]`` per task); with the
+    example's device table, placement agrees up to the symmetry that matches best."""
     greedy = {t: a[0] for t, a in greedy.items()}
     size = example.env.inputs.bucket[0]
     out: dict[str, float] = {}
     hits = total = 0.0
     for i, task in enumerate(tasks):
         w = example.weights[i * size : (i + 1) * size]
-        same = (greedy[task] == example.actions[task]).astype(np.float32)
+        taught = example.actions[task]
+        if task == "placement" and example.device_perms is not None:
+            d = example.device_perms.shape[1]
+            counts = np.zeros((d, d))
+            np.add.at(counts, (taught, greedy[task]), w)
+            score = np.where(
+                example.perm_valid,
+                counts[np.arange(d)[None, :], example.device_perms].sum(-1),
+                -np.inf,
+            )
+            taught = example.device_perms[int(np.argmax(score))][taught]
+        same = (greedy[task] == taught).astype(np.float32)
         out[task] = float((same * w).sum() / max(w.sum(), 1.0))
         hits += float((same * w).sum())
         total += float(w.sum())
@@ -359,11 +494,12 @@ def _imitator(
     learning_rate: float,
     max_grad_norm: float,
     move_weight: float,
+    match_devices: bool,
 ) -> Imitator:
     clip = [optax.clip_by_global_norm(max_grad_norm)] if max_grad_norm > 0 else []
     optimizer = optax.chain(*clip, optax.adam(learning_rate))
     config = TrainConfig(policy=policy, max_devices=max_devices, tasks=tasks)
-    return Imitator(config, optimizer, move_weight)
+    return Imitator(config, optimizer, move_weight, match_devices)
 
 
 def imitator_for(
@@ -371,12 +507,15 @@ def imitator_for(
     learning_rate: float = 1e-3,
     max_grad_norm: float = 1.0,
     move_weight: float = 0.0,
+    *,
+    match_devices: bool = False,
 ) -> Imitator:
-    """The :class:`Imitator` of a configuration, Adam settings and move-loss weight, shared
-    by every run with the same (so it compiles once per bucket per process)."""
+    """The :class:`Imitator` of a configuration, Adam settings, move-loss weight and device
+    matching, shared by every run with the same (so it compiles once per bucket per
+    process)."""
     return _imitator(
         config.policy, config.max_devices, config.tasks, float(learning_rate),
-        float(max_grad_norm), float(move_weight),
+        float(max_grad_norm), float(move_weight), bool(match_devices),
     )  # fmt: skip
 
 
@@ -474,6 +613,7 @@ def make_examples(
     progress: bool = False,
     move_bases: Mapping[str, Decisions] | None = None,
     renumber_devices: bool = False,
+    match_devices: bool = False,
 ) -> list[Example]:
     """The (graph, cluster) examples of teachers: environments without a prior, the
     teachers' actions and the decisions' weights (:func:`changed_weights` with
@@ -486,9 +626,11 @@ def make_examples(
     or, where ``move_bases`` maps the example's label (``graph@cluster``) to decisions, from
     those (:func:`decode_bases`: the network's own decode, where its climb starts).
     ``renumber_devices``: the teachers' placements renumbered by :func:`canonical_devices`.
+    ``match_devices``: each example carries its cluster's device table (:func:`device_table`).
 
     Raises:
-      ValueError: no teachers, or a cluster with more devices than ``config.max_devices``.
+      ValueError: no teachers, or a cluster with more devices than ``config.max_devices``
+        (with ``match_devices``: or than :data:`~hlo_go.sim.symmetry.MAX_PERMUTED_DEVICES`).
       TeacherStoreError: a teacher made for another graph than the one given or loaded.
     """
     if not teachers:
@@ -531,9 +673,12 @@ def make_examples(
             labels = label_moves(graph, cluster, base.validate(graph, cluster.num_devices))
             target, mask = move_target_distribution(labels, graph)
             move_target, move_mask = env.inputs.to_positions(target), env.inputs.to_positions(mask)
-        examples.append(
-            Example(job.label, teacher, env, actions, weights, loss_weights, move_target, move_mask)
-        )
+        perms, valid = device_table(cluster, config.max_devices) if match_devices else (None, None)
+        example = Example(
+            job.label, teacher, env, actions, weights, loss_weights, move_target, move_mask,
+            perms, valid,
+        )  # fmt: skip
+        examples.append(example)
     return examples
 
 
@@ -604,6 +749,7 @@ def refine_moves(
         changed_share=float(taught.get("changed_share", CHANGED_SHARE)),
         init=checkpoint, move_bases=bases,
         renumber_devices=bool(taught.get("renumber_devices", False)),
+        match_devices=bool(taught.get("match_devices", False)),
     )  # fmt: skip
 
 
@@ -626,6 +772,7 @@ def _meta(
     init: Checkpoint | None = None,
     move_bases: Mapping[str, Decisions] | None = None,
     renumber_devices: bool = False,
+    match_devices: bool = False,
 ) -> dict[str, Any]:
     clusters = sorted({e.env.cluster.name for e in examples})
     return {
@@ -644,6 +791,7 @@ def _meta(
             "init_step": None if init is None else int(init.step),
             "move_labels_from": "best heuristic" if move_bases is None else "given decisions",
             "renumber_devices": bool(renumber_devices),
+            "match_devices": bool(match_devices),
         },
     }
 
@@ -656,8 +804,11 @@ def _check_resume(ckpt: Any, meta: dict[str, Any], config: TrainConfig, where: P
 
     if ckpt.meta.get("kind") != KIND:
         raise refuse(f"it holds a {ckpt.meta.get('kind')!r} run, not {KIND!r}")
+    saved = dict(ckpt.meta)
+    if isinstance(saved.get("imitation"), dict):  # runs from before device matching
+        saved["imitation"] = {"match_devices": False, **saved["imitation"]}
     for field in ("graphs", "graph_fingerprints", "teachers", "imitation"):
-        if ckpt.meta.get(field) != meta[field]:
+        if saved.get(field) != meta[field]:
             raise refuse(f"its {field} differ from this run's")
     old, new = ckpt.config.to_dict(), config.to_dict()
     changed = sorted(
@@ -693,6 +844,7 @@ def train_imitation(
     init: Checkpoint | None = None,
     move_bases: Mapping[str, Decisions] | None = None,
     renumber_devices: bool = False,
+    match_devices: bool = False,
 ) -> ImitationResult:
     """Trains the GO network to decide as the teachers did (module docstring).
 
@@ -723,6 +875,8 @@ def train_imitation(
         simulated from (default: the best heuristic's); see :func:`refine_moves`.
       renumber_devices: teach the teachers' placements with their devices renumbered in
         graph order (:func:`canonical_devices`).
+      match_devices: teach each placement up to its cluster's device symmetries, in the
+        numbering the network scores highest (module docstring; :func:`matched_placement`).
 
     Returns:
       The :class:`ImitationResult`.
@@ -738,10 +892,12 @@ def train_imitation(
         raise ValueError("init's network settings (config.policy) differ from config's")
     examples = make_examples(
         teachers, config, graphs=graphs, changed_share=changed_share, progress=progress,
-        move_bases=move_bases, renumber_devices=renumber_devices,
+        move_bases=move_bases, renumber_devices=renumber_devices, match_devices=match_devices,
     )  # fmt: skip
     move_weight = float(move_weight) if config.policy.move_head else 0.0
-    imitator = imitator_for(config, learning_rate, max_grad_norm, move_weight)
+    imitator = imitator_for(
+        config, learning_rate, max_grad_norm, move_weight, match_devices=match_devices
+    )
     optimizer = imitator.optimizer
     agent = agent_for(config)  # its greedy decode and init are PPO's (compiled once)
     params = agent.policy.init(jax.random.key(seed), examples[0].env.inputs, config.max_devices)
@@ -751,7 +907,7 @@ def train_imitation(
     meta = _meta(
         examples, seed=seed, learning_rate=learning_rate, max_grad_norm=max_grad_norm,
         changed_share=changed_share, move_weight=move_weight, init=init, move_bases=move_bases,
-        renumber_devices=renumber_devices,
+        renumber_devices=renumber_devices, match_devices=match_devices,
     )  # fmt: skip
     out = Path(out_dir) if out_dir is not None else None
     start, elapsed = 0, 0.0
