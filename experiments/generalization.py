@@ -25,8 +25,10 @@ decode on graphs up to 60k nodes from the ``decide`` benchmark
 
 Each fold's network is taught on the first cluster's teachers (``--train-clusters``: on
 several), then ``--refine-moves`` more steps teach its move head from its own decode
-(:func:`hlo_go.rl.refine_moves`). ``--checkpoints DIR`` reuses kept fold networks
-(``DIR/FAMILY.msgpack``, as ``experiments/imitation.py --keep DIR`` writes them). A family
+(:func:`hlo_go.rl.refine_moves`); with ``--match-devices``, placements are taught up to
+the cluster's device symmetries (:func:`hlo_go.rl.matched_placement`). ``--checkpoints
+DIR`` reuses kept fold networks (``DIR/FAMILY.msgpack``, as ``experiments/imitation.py
+--keep DIR`` writes them). A family
 with no network in ``DIR`` is judged by the ``--stand-in`` family's network, which must
 never have seen it (checked). Without ``--checkpoints`` every fold is trained (10-20 min a
 fold on a 2-core host) and kept under ``--keep``. The training sets take each family's
@@ -301,6 +303,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         default=REFINE_MOVES,
         help="training: steps teaching the move head from the network's own decode",
     )
+    p.add_argument(
+        "--match-devices",
+        action="store_true",
+        help="training: teach placements up to the cluster's device symmetries",
+    )
     p.add_argument("--workers", type=int, default=2, help="teacher processes")
     C.add_teacher_store(p)
     args = p.parse_args(argv)
@@ -322,6 +329,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             else:
                 run += ["--keep", str(nets), "--train-clusters", *train_clusters]
                 run += ["--refine-moves", str(args.refine_moves)]
+                run += ["--match-devices"] if args.match_devices else []
             clusters[cluster] = _cluster_summary(run_imitation(run), args.moves)
         finetuned = None
         tunable, _ = evaluable(families, args.max_finetune_nodes)
