@@ -469,15 +469,10 @@ def _agreement(
         w = example.weights[i * size : (i + 1) * size]
         taught = example.actions[task]
         if task == "placement" and example.device_perms is not None:
-            d = example.device_perms.shape[1]
-            counts = np.zeros((d, d))
-            np.add.at(counts, (taught, greedy[task]), w)
-            score = np.where(
-                example.perm_valid,
-                counts[np.arange(d)[None, :], example.device_perms].sum(-1),
-                -np.inf,
-            )
-            taught = example.device_perms[int(np.argmax(score))][taught]
+            chosen = np.eye(example.device_perms.shape[1], dtype=np.float32)[greedy[task]]
+            taught = np.asarray(
+                matched_placement(chosen, taught, w, example.device_perms, example.perm_valid)
+            )  # the numbering under which the most weight agrees
         same = (greedy[task] == taught).astype(np.float32)
         out[task] = float((same * w).sum() / max(w.sum(), 1.0))
         hits += float((same * w).sum())
