@@ -26,7 +26,9 @@ decode on graphs up to 60k nodes from the ``decide`` benchmark
 Each fold's network is taught on the first cluster's teachers (``--train-clusters``: on
 several), then ``--refine-moves`` more steps teach its move head from its own decode
 (:func:`hlo_go.rl.refine_moves`); with ``--match-devices``, placements are taught up to
-the cluster's device symmetries (:func:`hlo_go.rl.matched_placement`). ``--checkpoints
+the cluster's device symmetries (:func:`hlo_go.rl.matched_placement`); with
+``--timeline-features`` the network also reads :func:`hlo_go.graph.timeline_features`.
+``--checkpoints
 DIR`` reuses kept fold networks (``DIR/FAMILY.msgpack``, as ``experiments/imitation.py
 --keep DIR`` writes them). A family with no network in ``DIR`` is judged by the
 ``--stand-in`` family's network, which must never have seen it (checked). Without ``--checkpoints`` every fold is trained (10-20 min a
@@ -307,6 +309,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         action="store_true",
         help="training: teach placements up to the cluster's device symmetries",
     )
+    p.add_argument(
+        "--timeline-features",
+        action="store_true",
+        help="training: the network also reads each node's place in an unbounded-device schedule",
+    )
     p.add_argument("--workers", type=int, default=2, help="teacher processes")
     C.add_teacher_store(p)
     args = p.parse_args(argv)
@@ -329,6 +336,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 run += ["--keep", str(nets), "--train-clusters", *train_clusters]
                 run += ["--refine-moves", str(args.refine_moves)]
                 run += ["--match-devices"] if args.match_devices else []
+                run += ["--timeline-features"] if args.timeline_features else []
             clusters[cluster] = _cluster_summary(run_imitation(run), args.moves)
         finetuned = None
         tunable, _ = evaluable(families, args.max_finetune_nodes)

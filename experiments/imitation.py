@@ -172,13 +172,13 @@ def run_fold(family: str, args: Any, store: Path) -> dict[str, Any]:
     by_graph = {g: by_pair[g, args.cluster] for g in test}
     config = TrainConfig(
         seed=args.seed, progress=False, checkpoint_every=0,
-        policy=PolicyConfig(move_head=args.move_head),
+        policy=PolicyConfig(move_head=args.move_head, timeline_features=args.timeline_features),
     )  # fmt: skip
     if args.quick:
         config = config.replace(
             policy=PolicyConfig(
                 hidden_size=16, gnn_layers=1, num_heads=2, segments_per_step=2,
-                move_head=args.move_head,
+                move_head=args.move_head, timeline_features=args.timeline_features,
             )
         )  # fmt: skip
     cluster = get_cluster(args.cluster)
@@ -541,6 +541,12 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         action="store_true",
         help="teach the teachers' placements up to the cluster's device symmetries "
         "(hlo_go.rl.imitation.matched_placement)",
+    )
+    p.add_argument(
+        "--timeline-features",
+        action="store_true",
+        help="the network also reads where each node falls in an unbounded-device schedule "
+        "(hlo_go.graph.timeline_features)",
     )
     p.add_argument(
         "--keep", type=Path, help="copy each fold's imitation checkpoint here (FAMILY.msgpack)"

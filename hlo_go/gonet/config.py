@@ -51,6 +51,9 @@ class PolicyConfig:
     # True: also a move head, a score per colocation group of how much moving it to
     # another device speeds the step (trained on simulated single moves, hlo_go.rl.moves).
     move_head: bool = False
+    # True: each node's features also carry where it falls in an unbounded-device
+    # schedule (start, slack, concurrency; hlo_go.graph.timeline_features).
+    timeline_features: bool = False
 
     def __post_init__(self) -> None:
         if sorted(self.task_order) != sorted(TASKS):

@@ -22,7 +22,14 @@ import jraph
 import numpy as np
 
 from hlo_go.gonet.config import PolicyConfig
-from hlo_go.graph import Bucket, OpGraph, next_power_of_two, to_graphs_tuple
+from hlo_go.graph import (
+    NUM_TIMELINE_FEATURES,
+    Bucket,
+    OpGraph,
+    next_power_of_two,
+    timeline_features,
+    to_graphs_tuple,
+)
 
 
 def _round_up(count: int, per_octave: int, floor: int) -> int:
@@ -96,7 +103,9 @@ def prepare_input(graph: OpGraph, config: PolicyConfig) -> PolicyInput:
 
     Args:
       graph: the graph to decide for.
-      config: the policy's configuration (bucket rounding, segment length).
+      config: the policy's configuration (bucket rounding, segment length; with
+        ``timeline_features``, :func:`hlo_go.graph.timeline_features` are appended to
+        the feature columns, padding rows 0).
 
     Returns:
       The :class:`PolicyInput`.
@@ -109,6 +118,11 @@ def prepare_input(graph: OpGraph, config: PolicyConfig) -> PolicyInput:
     position = np.empty(size, dtype=np.int32)
     position[perm] = np.arange(size, dtype=np.int32)
     nodes = padded.nodes
+    features = nodes["features"]
+    if config.timeline_features:
+        extra = np.zeros((size, NUM_TIMELINE_FEATURES), np.float32)
+        extra[:n] = timeline_features(graph)
+        features = np.concatenate([features, extra], axis=1)
     senders = position[padded.senders]
     receivers = position[padded.receivers]
     # Edges sorted by receiver, with the order that sorts them by sender: jraph's
@@ -119,7 +133,7 @@ def prepare_input(graph: OpGraph, config: PolicyConfig) -> PolicyInput:
     edges["sender_order"] = np.argsort(senders, kind="stable").astype(np.int32)
     relabeled = padded._replace(
         nodes={
-            "features": nodes["features"][perm],
+            "features": features[perm],
             "opcode": nodes["opcode"][perm],
             "colocation_group": position[nodes["colocation_group"][perm]],
             "mask": nodes["mask"][perm],

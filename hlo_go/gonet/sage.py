@@ -1,7 +1,8 @@
 """GraphSAGE over an OpGraph's dataflow edges, with jraph's segment operations.
 
 Node ``v`` starts from its features ``x_v`` (the 41 columns of
-:mod:`hlo_go.graph.features`) and its opcode id ``o_v``:
+:mod:`hlo_go.graph.features`, and with ``PolicyConfig.timeline_features`` the 3 of
+:mod:`hlo_go.graph.timeline`) and its opcode id ``o_v``:
 
 .. math::
 

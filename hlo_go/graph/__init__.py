@@ -7,6 +7,7 @@ Public names::
     FEATURE_NAMES, NUM_FEATURES            OPCODE_VOCAB, NUM_OPCODES, opcode_id
     vocabulary_signature()                 (what a trained network's inputs mean)
     while_trip_count -> TripCount          colocation_groups(graph)
+    timeline_features(graph)               TIMELINE_FEATURE_NAMES (optional policy inputs)
 
 The building blocks (feature and opcode tables, flattening, loop costing) stay importable
 from here and from their modules but are not advertised.
@@ -15,7 +16,8 @@ Module by concept: :mod:`~hlo_go.graph.flatten` (inlining calls),
 :mod:`~hlo_go.graph.trip_count` (loop trip counts), :mod:`~hlo_go.graph.costs`
 (node costs, trip counts applied), :mod:`~hlo_go.graph.features` (every feature
 column), :mod:`~hlo_go.graph.layout` (per-dimension shape and layout facts, for the
-learned kernel cost model), :mod:`~hlo_go.graph.colocation` (device-sharing rules),
+learned kernel cost model), :mod:`~hlo_go.graph.colocation` (device-sharing rules), :mod:`~hlo_go.graph.timeline`
+(where each node falls in an unbounded-device schedule),
 :mod:`~hlo_go.graph.vocab` (opcode ids), :mod:`~hlo_go.graph.opgraph` (the type and
 its invariants), :mod:`~hlo_go.graph.build` (putting it together),
 :mod:`~hlo_go.graph.batching` (padding into jraph buckets).
@@ -42,6 +44,7 @@ from hlo_go.graph.layout import LAYOUT_FEATURE_NAMES as LAYOUT_FEATURE_NAMES
 from hlo_go.graph.layout import NUM_LAYOUT_FEATURES as NUM_LAYOUT_FEATURES
 from hlo_go.graph.opgraph import MATRIX_KINDS as MATRIX_KINDS
 from hlo_go.graph.opgraph import OpGraph
+from hlo_go.graph.timeline import NUM_TIMELINE_FEATURES, TIMELINE_FEATURE_NAMES, timeline_features
 from hlo_go.graph.trip_count import DEFAULT_TRIP_COUNT as DEFAULT_TRIP_COUNT
 from hlo_go.graph.trip_count import TripCount, while_trip_count
 from hlo_go.graph.trip_count import infer_trip_count as infer_trip_count
@@ -54,7 +57,9 @@ __all__ = [
     "FEATURE_NAMES",
     "NUM_FEATURES",
     "NUM_OPCODES",
+    "NUM_TIMELINE_FEATURES",
     "OPCODE_VOCAB",
+    "TIMELINE_FEATURE_NAMES",
     "Bucket",
     "OpGraph",
     "TripCount",
@@ -62,6 +67,7 @@ __all__ = [
     "colocation_groups",
     "opcode_id",
     "power_of_two_bucket",
+    "timeline_features",
     "to_graphs_tuple",
     "vocabulary_signature",
     "while_trip_count",
