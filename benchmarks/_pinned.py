@@ -3,7 +3,8 @@
 The measuring benchmarks (lowering, headroom, search_learned) time each corpus graph in a
 process of its own pinned to one core (:func:`hlo_go.xla.timing.in_pinned_process`), as
 many graphs at a time as they have cores, and keep every finished graph in a partial
-results file so that a cut run resumes.
+results file so that a cut run resumes. A graph whose process died (a signal, such as a
+crash inside XLA's compile) is measured once more at the end, alone.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ def measure_pinned(
     log: Callable[[str], None],
     workers: int = 2,
     deadline_s: float | None = None,
+    retry_died: bool = True,
     **kwargs: Any,
 ) -> None:
     """``measure(name, **kwargs)`` for each graph, each in a process pinned to a core.
@@ -61,6 +63,8 @@ def measure_pinned(
       log: the benchmark's progress log.
       workers: graphs at a time, each on one of the last ``workers`` cores.
       deadline_s: start no graph after this many seconds (None: no limit).
+      retry_died: measure a graph whose process died once more, after the others, with
+        nothing else of this call running.
       **kwargs: passed to ``measure``.
 
     A graph that cannot be measured becomes ``{"graph", "error", "rows": [], "version"}``.
@@ -73,6 +77,7 @@ def measure_pinned(
         free.put(cpu)
     lock = threading.Lock()
     started = time.perf_counter()
+    died: list[str] = []
 
     def one(name: str) -> None:
         if deadline_s is not None and time.perf_counter() - started > deadline_s:
@@ -86,6 +91,8 @@ def measure_pinned(
             message = f"{type(error).__name__}: {error}"
             if isinstance(error, BrokenProcessPool):
                 message = DIED
+                with lock:
+                    died.append(name)
             log(f"{name}: failed: {message}")
             measured = {"graph": name, "error": message, "rows": [], "version": version}
         finally:
@@ -98,3 +105,8 @@ def measure_pinned(
 
     with ThreadPoolExecutor(max_workers=len(cores)) as pool:
         list(pool.map(one, names))
+    if retry_died and died:
+        again, died[:] = list(died), []
+        log(f"measuring again, one at a time, the graphs whose process died: {', '.join(again)}")
+        for name in again:
+            one(name)

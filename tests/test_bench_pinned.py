@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from pathlib import Path
 from typing import Any
 
-from benchmarks._pinned import measure_pinned
+from benchmarks._pinned import DIED, measure_pinned
 
 
 def _measure(name: str, *, scale: int) -> dict[str, Any]:
@@ -44,3 +45,32 @@ def test_a_spent_deadline_starts_no_graph(tmp_path: Path) -> None:
     )  # fmt: skip
     assert per_graph == {} and not (tmp_path / "x.json").exists()
     assert "skipped" in lines[0]
+
+
+def _crashing(name: str, *, marks: str) -> dict[str, Any]:
+    """Dies by a signal: ``always`` every time, ``once`` the first time only."""
+    mark = Path(marks) / name
+    if name == "always" or not mark.exists():
+        mark.touch()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return {"graph": name, "pid": os.getpid()}
+
+
+def test_a_graph_whose_process_died_is_measured_once_more(tmp_path: Path) -> None:
+    per_graph: dict[str, dict[str, Any]] = {}
+    lines: list[str] = []
+    measure_pinned(
+        ["once", "always"], _crashing, per_graph=per_graph, cache=tmp_path / "x.json",
+        version=3, log=lines.append, marks=str(tmp_path),
+    )  # fmt: skip
+    assert per_graph["once"]["graph"] == "once" and "error" not in per_graph["once"]
+    assert per_graph["always"] == {"graph": "always", "error": DIED, "rows": [], "version": 3}
+    assert sum("always: start" in line for line in lines) == 2  # retried once, not more
+    assert any("measuring again" in line for line in lines)
+    without: dict[str, dict[str, Any]] = {}
+    (tmp_path / "once").unlink()
+    measure_pinned(
+        ["once"], _crashing, per_graph=without, cache=tmp_path / "y.json", version=3,
+        log=lines.append, retry_died=False, marks=str(tmp_path),
+    )  # fmt: skip
+    assert without["once"]["error"] == DIED
