@@ -205,6 +205,39 @@ def summarize(per_graph: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "searched_slower_beyond_noise": ", ".join(slower) or "none",
         "searched_5pct_faster": f"{len(faster5)}/{len(timed)}",
         "all_variants_correct": all(r["correct"] for g in per_graph.values() for r in g["rows"]),
+        **against_best_heuristic(per_graph),
+    }
+
+
+def against_best_heuristic(per_graph: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Speedups over XLA's default compile (geomeans over the graphs where every fusion
+    heuristic and ``searched`` ran correctly and were timed), and ``searched`` against the
+    per-graph fastest of :data:`FUSION_METHODS`: the best heuristic's time ÷ its time."""
+    relative: dict[str, dict[str, float]] = {}
+    for name, result in per_graph.items():
+        timed = {
+            r["variant"]: r["relative"]
+            for r in result.get("rows", [])
+            if r["correct"] and r["relative"] is not None
+        }
+        if all(v in timed for v in (*FUSION_METHODS, "searched")):
+            relative[name] = timed
+    if not relative:
+        return {"graphs_compared": 0, "searched_vs_best_heuristic_geomean": None}
+    best = {g: min(t[v] for v in FUSION_METHODS) for g, t in relative.items()}
+    ratios = [best[g] / relative[g]["searched"] for g in relative]
+    speedups = {
+        f"{v.replace('-', '_')}_speedup_geomean": statistics.geometric_mean(
+            [1 / t[v] for t in relative.values()]
+        )
+        for v in (*FUSION_METHODS, "searched")
+    }
+    return {
+        "graphs_compared": len(relative),
+        **speedups,
+        "best_heuristic_speedup_geomean": statistics.geometric_mean([1 / b for b in best.values()]),
+        "searched_vs_best_heuristic_geomean": statistics.geometric_mean(ratios),
+        "searched_faster_than_best_heuristic": f"{sum(x > 1 for x in ratios)}/{len(ratios)}",
     }
 
 

@@ -7,7 +7,12 @@ from typing import Any
 
 import pytest
 
-from benchmarks.bench_lowering import PARTIAL, compare_allocators, partial_path
+from benchmarks.bench_lowering import (
+    PARTIAL,
+    against_best_heuristic,
+    compare_allocators,
+    partial_path,
+)
 
 
 def _row(variant: str, time_s: float, base_s: float, **extra: Any) -> dict[str, Any]:
@@ -66,3 +71,31 @@ def test_page_fault_cost_is_the_time_difference_per_megabyte() -> None:
         "default_temp_MB": 100.0,
     }
     assert compare_allocators(retain, {})["page_fault_ms_per_MB"] is None
+
+
+def test_searched_is_judged_against_each_graphs_fastest_heuristic() -> None:
+    def graph(searched: float, **heuristics: float) -> dict[str, Any]:
+        times = {
+            "no-fusion": 2.0,
+            "xla-cpu-like": 1.0,
+            "fuse-all-legal": 1.0,
+            "priority-fusion": 1.0,
+        } | {k.replace("_", "-"): v for k, v in heuristics.items()}
+        rows = [_row(v, t, 1.0) for v, t in (times | {"searched": searched}).items()]
+        return {"rows": rows}  # fmt: skip
+
+    per_graph = {
+        "a": graph(0.5, fuse_all_legal=0.4),  # best heuristic 0.4: searched 0.8x
+        "b": graph(0.5),  # best heuristic 1.0: searched 2x
+        "c": {"rows": [_row("searched", 0.1, 1.0)]},  # no heuristics timed: left out
+        "d": {**graph(0.5), "rows": [{**r, "correct": r["variant"] != "searched"}
+                                     for r in graph(0.5)["rows"]]},  # searched wrong: out
+    }  # fmt: skip
+    out = against_best_heuristic(per_graph)
+    assert out["graphs_compared"] == 2
+    assert out["searched_vs_best_heuristic_geomean"] == pytest.approx((0.8 * 2.0) ** 0.5)
+    assert out["searched_faster_than_best_heuristic"] == "1/2"
+    assert out["best_heuristic_speedup_geomean"] == pytest.approx((2.5 * 1.0) ** 0.5)
+    assert out["no_fusion_speedup_geomean"] == pytest.approx(0.5)
+    assert out["searched_speedup_geomean"] == pytest.approx(2.0)
+    assert against_best_heuristic({})["searched_vs_best_heuristic_geomean"] is None
