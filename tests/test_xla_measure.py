@@ -12,7 +12,16 @@ import pytest
 from hlo_go import methods
 from hlo_go.hlo import FrozenDict, HloComputation, HloModule, parse_hlo
 from hlo_go.methods import searched_tasks
-from hlo_go.xla import MEMORY_ORDER, capture_prefusion, measure, outputs_match, program
+from hlo_go.xla import (
+    MEMORY_ORDER,
+    Variant,
+    capture_prefusion,
+    measure,
+    measure_many,
+    outputs_match,
+    program,
+)
+from hlo_go.xla.measure import _looks_slow
 
 
 def _f(x: jax.Array, w: jax.Array) -> jax.Array:
@@ -40,6 +49,26 @@ def test_fused_and_scheduled_variant_is_correct_and_timed() -> None:
     # both compiles' temporaries are reported (XLA's buffer assignment)
     assert result.temp_bytes is not None and result.baseline_temp_bytes is not None
     assert result.temp_bytes >= 0 and result.baseline_temp_bytes >= 0
+
+
+def test_slowness_is_judged_past_either_factor() -> None:
+    assert not _looks_slow(5.0, 1.0, None, None)
+    assert _looks_slow(5.0, 1.0, 3.0, None) and not _looks_slow(2.0, 1.0, 3.0, None)
+    assert _looks_slow(9.0, 1.0, None, 8.0) and not _looks_slow(5.0, 1.0, None, 8.0)
+    assert _looks_slow(4.0, 1.0, 3.0, 8.0)  # the lower factor decides
+
+
+def test_a_variant_skipped_as_slow_is_judged_on_its_second_run() -> None:
+    # skip_factor 0: every variant crosses it, so its one sample is the run after its
+    # checking run, reported as such, and its outputs were still checked.
+    out = measure_many(
+        _f, {"plain": Variant(None, None)}, args=(X, W), repeats=3, warmup=1,
+        skip_factor=0.0,
+    )  # fmt: skip
+    result = out["plain"]
+    assert result.correct and result.repeats == 1
+    assert "one (second) run" in result.message
+    assert result.time_s is not None and result.time_s > 0
 
 
 def test_temp_bytes_are_those_of_xla_buffer_assignment() -> None:
