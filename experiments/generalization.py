@@ -28,11 +28,11 @@ several), then ``--refine-moves`` more steps teach its move head from its own de
 (:func:`hlo_go.rl.refine_moves`); with ``--match-devices``, placements are taught up to
 the cluster's device symmetries (:func:`hlo_go.rl.matched_placement`); with
 ``--timeline-features`` the network also reads :func:`hlo_go.graph.timeline_features`.
-``--checkpoints
-DIR`` reuses kept fold networks (``DIR/FAMILY.msgpack``, as ``experiments/imitation.py
---keep DIR`` writes them). A family with no network in ``DIR`` is judged by the
-``--stand-in`` family's network, which must never have seen it (checked). Without ``--checkpoints`` every fold is trained (10-20 min a
-fold on a 2-core host) and kept under ``--keep``. The training sets take each family's
+``--checkpoints DIR`` reuses kept fold networks (``DIR/FAMILY.msgpack``, as
+``experiments/imitation.py --keep DIR`` writes them). A family with no network in ``DIR``
+is judged by the ``--stand-in`` family's network, which must never have seen it
+(checked). Without ``--checkpoints`` every fold is trained (10-20 min a fold on a 2-core
+host) and kept under ``--keep``. The training sets take each family's
 graphs of at most ``MAX_NODES`` nodes: 6,400 rather than 6,000 adds inception_v3's
 variants with (A, C, E) blocks (2, 1, 1) and (1, 2, 1) (6,001-6,357 nodes) and no other graph.
 

@@ -16,8 +16,8 @@ Module by concept: :mod:`~hlo_go.graph.flatten` (inlining calls),
 :mod:`~hlo_go.graph.trip_count` (loop trip counts), :mod:`~hlo_go.graph.costs`
 (node costs, trip counts applied), :mod:`~hlo_go.graph.features` (every feature
 column), :mod:`~hlo_go.graph.layout` (per-dimension shape and layout facts, for the
-learned kernel cost model), :mod:`~hlo_go.graph.colocation` (device-sharing rules), :mod:`~hlo_go.graph.timeline`
-(where each node falls in an unbounded-device schedule),
+learned kernel cost model), :mod:`~hlo_go.graph.colocation` (device-sharing rules),
+:mod:`~hlo_go.graph.timeline` (where each node falls in an unbounded-device schedule),
 :mod:`~hlo_go.graph.vocab` (opcode ids), :mod:`~hlo_go.graph.opgraph` (the type and
 its invariants), :mod:`~hlo_go.graph.build` (putting it together),
 :mod:`~hlo_go.graph.batching` (padding into jraph buckets).
