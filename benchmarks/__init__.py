@@ -21,6 +21,32 @@ CACHE_DIR = BENCHMARKS_DIR / ".cache"
 
 _PREFIX = "bench_"
 
+FUSING_HEURISTICS = ("xla-cpu-like", "fuse-all-legal", "priority-fusion")
+"""The fusion heuristics the measuring benchmarks take the best of, per graph."""
+
+
+def versus_best(
+    per_graph: Mapping[str, Mapping[str, Any]],
+    search: str,
+    heuristics: Sequence[str] = FUSING_HEURISTICS,
+) -> dict[str, float]:
+    """Per graph, the best correct heuristic's relative time over ``search``'s (> 1: the
+    search is faster); graphs where either is missing or wrong are left out.
+
+    Args:
+      per_graph: graph -> ``{"rows": [...]}``, rows with ``variant``, ``correct`` and
+        ``relative`` (time over XLA's default compile's).
+      search: the variant judged.
+      heuristics: the variants whose fastest is the best heuristic.
+    """
+    out = {}
+    for name, g in per_graph.items():
+        by = {r["variant"]: r for r in g.get("rows", []) if r["correct"] and r["relative"]}
+        best = [by[h]["relative"] for h in heuristics if h in by]
+        if best and search in by:
+            out[name] = min(best) / by[search]["relative"]
+    return out
+
 
 def available() -> list[str]:
     """Names of the benchmarks in this package (``bench_NAME.py`` -> ``NAME``), sorted."""

@@ -40,10 +40,10 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from benchmarks import RESULTS_DIR, inputs_digest
+from benchmarks import FUSING_HEURISTICS as HEURISTICS
+from benchmarks import RESULTS_DIR, inputs_digest, versus_best
 from benchmarks._pinned import measure_pinned
 from benchmarks._pinned import reusable as kept
-from benchmarks.bench_search_learned import HEURISTICS, versus_best
 
 if TYPE_CHECKING:
     from hlo_go.decisions import Decisions

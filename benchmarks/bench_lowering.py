@@ -46,6 +46,7 @@ from benchmarks import (
     corpus_graph_order,
     corpus_graphs_too_large,
     inputs_digest,
+    versus_best,
 )
 from benchmarks._pinned import measure_pinned
 
@@ -212,32 +213,31 @@ def summarize(per_graph: dict[str, dict[str, Any]]) -> dict[str, Any]:
 def against_best_heuristic(per_graph: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Speedups over XLA's default compile (geomeans over the graphs where every fusion
     heuristic and ``searched`` ran correctly and were timed), and ``searched`` against the
-    per-graph fastest of :data:`FUSION_METHODS`: the best heuristic's time ÷ its time."""
-    relative: dict[str, dict[str, float]] = {}
-    for name, result in per_graph.items():
-        timed = {
-            r["variant"]: r["relative"]
-            for r in result.get("rows", [])
-            if r["correct"] and r["relative"] is not None
-        }
-        if all(v in timed for v in (*FUSION_METHODS, "searched")):
-            relative[name] = timed
-    if not relative:
+    per-graph fastest of :data:`FUSION_METHODS` (:func:`benchmarks.versus_best`)."""
+    ratios = versus_best(per_graph, "searched", FUSION_METHODS)
+    if not ratios:
         return {"graphs_compared": 0, "searched_vs_best_heuristic_geomean": None}
-    best = {g: min(t[v] for v in FUSION_METHODS) for g, t in relative.items()}
-    ratios = [best[g] / relative[g]["searched"] for g in relative]
+    variants = (*FUSION_METHODS, "searched")
+    relative = [
+        {r["variant"]: r["relative"] for r in per_graph[name]["rows"] if r["correct"]}
+        for name in ratios
+    ]
+    timed = [t for t in relative if all(t.get(v) for v in variants)]
     speedups = {
         f"{v.replace('-', '_')}_speedup_geomean": statistics.geometric_mean(
-            [1 / t[v] for t in relative.values()]
+            [1 / t[v] for t in timed]
         )
-        for v in (*FUSION_METHODS, "searched")
+        for v in variants
     }
+    best = [min(t[v] for v in FUSION_METHODS) for t in timed]
     return {
-        "graphs_compared": len(relative),
+        "graphs_compared": len(ratios),
         **speedups,
-        "best_heuristic_speedup_geomean": statistics.geometric_mean([1 / b for b in best.values()]),
-        "searched_vs_best_heuristic_geomean": statistics.geometric_mean(ratios),
-        "searched_faster_than_best_heuristic": f"{sum(x > 1 for x in ratios)}/{len(ratios)}",
+        "best_heuristic_speedup_geomean": statistics.geometric_mean([1 / b for b in best]),
+        "searched_vs_best_heuristic_geomean": statistics.geometric_mean(ratios.values()),
+        "searched_faster_than_best_heuristic": (
+            f"{sum(x > 1 for x in ratios.values())}/{len(ratios)}"
+        ),
     }
 
 

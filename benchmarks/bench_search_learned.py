@@ -30,7 +30,7 @@ import sys
 import time
 from typing import Any
 
-from benchmarks import RESULTS_DIR, inputs_digest
+from benchmarks import FUSING_HEURISTICS, RESULTS_DIR, inputs_digest, versus_best
 from benchmarks._pinned import measure_pinned
 from benchmarks._pinned import reusable as kept
 
@@ -45,7 +45,7 @@ GRAPHS = (
     "rnnlm_l4_scan",
 )
 QUICK_GRAPHS = ("rnnlm_l2_scan",)
-HEURISTICS = ("xla-cpu-like", "fuse-all-legal", "priority-fusion")
+HEURISTICS = FUSING_HEURISTICS
 SEARCHES = ("searched", "searched-learned")
 REPEATS = 5
 QUICK_REPEATS = 2
@@ -110,18 +110,6 @@ def reusable(per_graph: dict[str, dict[str, Any]], model: str) -> dict[str, dict
     """The cached graphs a resumed run keeps: this results version, searched over the
     model file whose digest is ``model``."""
     return kept(per_graph, version=RESULTS_VERSION, model_sha256=model)
-
-
-def versus_best(per_graph: dict[str, dict[str, Any]], search: str) -> dict[str, float]:
-    """Per graph, the best correct heuristic's relative time over ``search``'s (> 1: the
-    search is faster); graphs where either is missing or wrong are left out."""
-    out = {}
-    for name, g in per_graph.items():
-        by = {r["variant"]: r for r in g.get("rows", []) if r["correct"] and r["relative"]}
-        best = [by[h]["relative"] for h in HEURISTICS if h in by]
-        if best and search in by:
-            out[name] = min(best) / by[search]["relative"]
-    return out
 
 
 def summarize(per_graph: dict[str, dict[str, Any]], heldout: set[str]) -> dict[str, Any]:
