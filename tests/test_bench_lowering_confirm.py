@@ -1,0 +1,84 @@
+"""The confirming re-measure of ``searched`` against the best heuristic: which heuristic
+is taken from ``lowering``, the paired test, and the summary."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from benchmarks.bench_lowering_confirm import best_heuristics, paired_test, result
+from tests.bench_rows import rows
+
+
+def _with_fusions(graph: dict[str, Any], fusions: int) -> dict[str, Any]:
+    return {"rows": [{**r, "fusions": fusions} for r in graph["rows"]]}
+
+
+def test_the_best_heuristic_is_the_fastest_correct_one_of_lowering() -> None:
+    lowering = {
+        "a": _with_fusions(
+            rows("a", no_fusion=0.5, xla_cpu_like=1.0, fuse_all_legal=0.9, priority_fusion=0.95,
+                 searched=1.0),
+            40,
+        ),  # no-fusion is not a fusing heuristic: fuse-all-legal is the best
+        "b": _with_fusions(rows("b", fuse_all_legal=None, priority_fusion=1.1, searched=1.0), 7),
+        "c": _with_fusions(rows("c", fuse_all_legal=1.0, searched=None), 3),  # searched wrong
+        "d": {"graph": "d", "error": "died", "rows": []},
+    }  # fmt: skip
+    out = best_heuristics(lowering)
+    assert sorted(out) == ["a", "b"]
+    assert out["a"]["best"] == "fuse-all-legal"
+    assert out["a"]["ratio"] == pytest.approx(0.9)
+    assert out["a"]["searched_fusions"] == 40
+    assert out["b"]["best"] == "priority-fusion"
+    assert out["b"]["ratio"] == pytest.approx(1.1)
+
+
+def test_paired_test_sees_a_consistent_difference_and_not_noise() -> None:
+    searched = [1.0, 1.1, 0.9, 1.05, 0.95, 1.0, 1.02, 0.98]
+    slower_best = [1.1 * s for s in searched]  # every round 10 % slower: searched faster
+    out = paired_test(slower_best, searched)
+    assert out["paired_ratio_median"] == pytest.approx(1.1)
+    assert out["p"] < 0.05
+    alike = paired_test([1.0, 1.02, 0.99, 1.01, 0.98, 1.0, 1.03, 0.97], searched)
+    assert alike["p"] > 0.05
+    assert paired_test([1.0], [2.0])["p"] is None
+    assert paired_test([1.0, 2.0], [1.0, 2.0])["p"] == 1.0
+
+
+def test_summary_counts_only_correct_graphs_and_names_significant_ones() -> None:
+    base = [1.0, 1.1, 0.9, 1.05, 0.95, 1.0, 1.02, 0.98]
+
+    def record(best_factor: float, correct: bool = True) -> dict[str, Any]:
+        best = [best_factor * s for s in base]
+        return {
+            "best": "fuse-all-legal",
+            "best_s": sorted(best)[4],
+            "searched_s": sorted(base)[4],
+            "best_samples_s": best,
+            "searched_samples_s": base,
+            "fusions": {"searched": 5, "fuse-all-legal": 6},
+            "checks": {"searched": {"correct": correct}, "fuse-all-legal": {"correct": True}},
+        }
+
+    first = {
+        g: {"best": "fuse-all-legal", "ratio": r, "searched_fusions": 5}
+        for g, r in (("fast", 0.9), ("slow", 0.95), ("wrong", 1.0), ("died", 1.0))
+    }
+    confirmed = {
+        "fast": record(1.2),  # searched 1.2x faster in every round
+        "slow": record(0.8),  # searched 1.25x slower in every round
+        "wrong": record(2.0, correct=False),
+        "died": {"graph": "died", "error": "the measuring process died"},
+    }
+    out = result(confirmed, first)
+    assert out["graphs_confirmed"] == 2
+    assert out["searched_vs_best_heuristic_confirmed_geomean"] == pytest.approx((1.2 * 0.8) ** 0.5)
+    assert out["searched_vs_best_heuristic_lowering_geomean_same_graphs"] == pytest.approx(
+        (0.9 * 0.95) ** 0.5
+    )
+    assert out["searched_faster_significant"] == "fast"
+    assert out["searched_slower_significant"] == "slow"
+    assert [r["same search"] for r in out["rows"] if "same search" in r] == [True] * 3
+    assert result({}, {})["searched_vs_best_heuristic_confirmed_geomean"] is None
