@@ -1,5 +1,6 @@
-"""The confirming re-measure of ``searched`` against the best heuristic: which heuristic
-is taken from ``lowering``, the paired test, and the summary."""
+"""The confirming re-measure of a subject (``searched``, the host policy) against the best
+heuristic: which heuristic is taken from the first measurement, the paired test, and the
+summary."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks.bench_lowering_confirm import best_heuristics, paired_test, result
+from benchmarks.bench_lowering_confirm import best_heuristics, paired_test, partial_path, result
 from tests.bench_rows import rows
 
 
@@ -26,11 +27,11 @@ def test_the_best_heuristic_is_the_fastest_correct_one_of_lowering() -> None:
         "c": _with_fusions(rows("c", fuse_all_legal=1.0, searched=None), 3),  # searched wrong
         "d": {"graph": "d", "error": "died", "rows": []},
     }  # fmt: skip
-    out = best_heuristics(lowering)
+    out = best_heuristics(lowering, "searched")
     assert sorted(out) == ["a", "b"]
     assert out["a"]["best"] == "fuse-all-legal"
     assert out["a"]["ratio"] == pytest.approx(0.9)
-    assert out["a"]["searched_fusions"] == 40
+    assert out["a"]["subject_fusions"] == 40
     assert out["b"]["best"] == "priority-fusion"
     assert out["b"]["ratio"] == pytest.approx(1.1)
 
@@ -55,15 +56,15 @@ def test_summary_counts_only_correct_graphs_and_names_significant_ones() -> None
         return {
             "best": "fuse-all-legal",
             "best_s": sorted(best)[4],
-            "searched_s": sorted(base)[4],
+            "subject_s": sorted(base)[4],
             "best_samples_s": best,
-            "searched_samples_s": base,
-            "fusions": {"searched": 5, "fuse-all-legal": 6},
-            "checks": {"searched": {"correct": correct}, "fuse-all-legal": {"correct": True}},
+            "subject_samples_s": base,
+            "fusions": {"policy": 5, "fuse-all-legal": 6},
+            "checks": {"policy": {"correct": correct}, "fuse-all-legal": {"correct": True}},
         }
 
     first = {
-        g: {"best": "fuse-all-legal", "ratio": r, "searched_fusions": 5}
+        g: {"best": "fuse-all-legal", "ratio": r, "subject_fusions": 5}
         for g, r in (("fast", 0.9), ("slow", 0.95), ("wrong", 1.0), ("died", 1.0))
     }
     confirmed = {
@@ -72,13 +73,20 @@ def test_summary_counts_only_correct_graphs_and_names_significant_ones() -> None
         "wrong": record(2.0, correct=False),
         "died": {"graph": "died", "error": "the measuring process died"},
     }
-    out = result(confirmed, first)
-    assert out["graphs_confirmed"] == 2
-    assert out["searched_vs_best_heuristic_confirmed_geomean"] == pytest.approx((1.2 * 0.8) ** 0.5)
-    assert out["searched_vs_best_heuristic_lowering_geomean_same_graphs"] == pytest.approx(
+    out = result(confirmed, first, "policy")
+    assert out["policy_graphs_confirmed"] == 2
+    assert out["policy_vs_best_heuristic_confirmed_geomean"] == pytest.approx((1.2 * 0.8) ** 0.5)
+    assert out["policy_vs_best_heuristic_first_geomean_same_graphs"] == pytest.approx(
         (0.9 * 0.95) ** 0.5
     )
-    assert out["searched_faster_significant"] == "fast"
-    assert out["searched_slower_significant"] == "slow"
-    assert [r["same search"] for r in out["rows"] if "same search" in r] == [True] * 3
-    assert result({}, {})["searched_vs_best_heuristic_confirmed_geomean"] is None
+    assert out["policy_faster_significant"] == "fast"
+    assert out["policy_slower_significant"] == "slow"
+    assert [r["same decisions"] for r in out["rows"] if "same decisions" in r] == [True] * 3
+    assert result({}, {}, "searched")["searched_vs_best_heuristic_confirmed_geomean"] is None
+
+
+def test_each_subject_keeps_its_own_partial_file() -> None:
+    paths = {partial_path(s) for s in ("searched", "policy")}
+    paths |= {partial_path(s, quick=True) for s in ("searched", "policy")}
+    assert len(paths) == 4
+    assert partial_path("searched").name == "lowering_confirm.partial.json"
