@@ -23,7 +23,8 @@ times by CPU time):
 
 Headline numbers: ``corpus_geomean_speedup`` (re-measured; fallbacks count 1.0),
 ``false_keeps`` (kept, and the re-measure finds ours slower than every ``jax.jit``
-sample), ``kept_ours``, ``all_outputs_equal``, ``first_call_ratio_median`` (first call
+sample), ``kept_ours``, ``remeasure_failed`` (kept, but the re-measure failed: counted
+1.0), ``all_outputs_equal``, ``first_call_ratio_median`` (first call
 ÷ (``jax.jit``'s first call + the measurement budget the options give it)),
 ``decide_s_max_small`` (deciding on graphs of at most 2,000 nodes, without the policy's
 one-time compile, ``policy_compile_s_max``, and the heuristics' one-time warm-up of the
@@ -262,6 +263,36 @@ def decide_case(name: str, quick: bool, cache_dir: str) -> dict[str, Any]:
     }
 
 
+def kept_executable(decorated: Any, lowered: Any, args: tuple[Any, ...], options: Any) -> Any:
+    """The decorator's kept decisions for ``lowered`` read from its cache and compiled
+    again as it compiles them, or None where the cache holds no kept decisions.
+
+    Args:
+      decorated: the ``hlo_go.jit`` function that decided.
+      lowered: its ``jax.stages.Lowered`` for the call.
+      args: the call's positional arguments (they give the platform).
+      options: the :class:`hlo_go.Options` it decided with.
+
+    Returns:
+      The compiled executable (``.compiled`` is callable), or None.
+    """
+    from hlo_go.api.cache import DecisionCache, fingerprint
+    from hlo_go.api.decide import decides_order
+    from hlo_go.api.inputs import call_platform
+    from hlo_go.api.options import POLICY
+
+    platform = call_platform((args, {}))
+    entry = DecisionCache(options.cache_dir).load(
+        fingerprint(lowered, options.key(), platform=platform)
+    )
+    if entry is None or entry[1] is None:
+        return None
+    record, decisions = entry
+    schedule = record.candidate == POLICY and decides_order(options)
+    _, executable = decorated._lower(decorated._program(lowered, platform), decisions, schedule)
+    return executable
+
+
 def remeasure_case(name: str, quick: bool, cache_dir: str, rounds: int) -> dict[str, Any]:
     """The kept decisions lowered again and timed against ``jax.jit``'s executable,
     interleaved, by CPU time (run in a fresh pinned process)."""
@@ -270,10 +301,7 @@ def remeasure_case(name: str, quick: bool, cache_dir: str, rounds: int) -> dict[
     import jax
 
     import hlo_go
-    from hlo_go.api.cache import DecisionCache, fingerprint
-    from hlo_go.api.decide import decides_order
     from hlo_go.api.measure import calls_per_sample
-    from hlo_go.api.options import POLICY
     from hlo_go.xla.timing import time_interleaved
 
     faulthandler.enable()
@@ -281,16 +309,13 @@ def remeasure_case(name: str, quick: bool, cache_dir: str, rounds: int) -> dict[
     options = hlo_go.Options(cache_dir=cache_dir)
     decorated = hlo_go.jit(fn, **jit_kwargs, options=options)
     lowered = decorated.jitted.lower(*args)
-    entry = DecisionCache(cache_dir).load(fingerprint(lowered, options.key()))
-    if entry is None or entry[1] is None:
-        return {"error": "no kept decisions in the cache"}
-    record, decisions = entry
-    schedule = record.candidate == POLICY and decides_order(options)
     # jax.jit's executable first, as the decorator compiles them: on gnmt_l8_unrolled a
     # process that compiled the module plainly after a hooked compile died twice (SIGSEGV;
     # docs/lowering.md)
     reference = lowered.compile()
-    _, executable = decorated._lower(decorated._program(lowered), decisions, schedule)
+    executable = kept_executable(decorated, lowered, args, options)
+    if executable is None:
+        return {"error": "no kept decisions in the cache"}
     dynamic = decorated._signature.dynamic
     donated = bool(jit_kwargs.get("donate_argnums") is not None)
 
@@ -345,9 +370,15 @@ def _one(name: str, quick: bool) -> dict[str, Any]:
              f"{row['first_call_s']:.1f} s, jax.jit {row['jit_first_call_s']:.1f} s")  # fmt: skip
         if row["kept"] == "hlo-go":
             _log(f"{name}: re-measuring in a fresh process")
-            row.update(
-                in_pinned_process(remeasure_case, name, quick, cache_dir, REMEASURE_ROUNDS, cpu=cpu)
-            )
+            try:
+                row.update(
+                    in_pinned_process(
+                        remeasure_case, name, quick, cache_dir, REMEASURE_ROUNDS, cpu=cpu
+                    )
+                )
+            except Exception as error:  # the decision stands; its re-measure is reported
+                row["remeasure_error"] = f"{type(error).__name__}: {error}"[:500]
+                _log(f"{name}: re-measure failed: {row['remeasure_error']}")
             _log(f"{name}: re-measured {row.get('remeasure_speedup', float('nan')):.3f}x")
     row["version"] = RESULTS_VERSION
     return row
@@ -375,6 +406,10 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
             1 for r in done if r.get("kept") == "hlo-go" and r.get("slower_beyond_spread")
         ),
         "kept_ours": sum(1 for r in done if r.get("kept") == "hlo-go"),
+        # kept, but not re-measured (counted 1.0 in the geomean)
+        "remeasure_failed": sum(
+            1 for r in done if r.get("kept") == "hlo-go" and r.get("remeasure_speedup") is None
+        ),
         "all_outputs_equal": all(r.get("outputs_equal") for r in done),
         "first_call_ratio_median": statistics.median(ratios) if ratios else None,
         "decide_s_max_small": max(small) if small else None,
