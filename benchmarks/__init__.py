@@ -10,6 +10,7 @@ a table per benchmark and writes ``benchmarks/results/NAME.json``.
 from __future__ import annotations
 
 import hashlib
+import math
 import pkgutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -23,6 +24,16 @@ _PREFIX = "bench_"
 
 FUSING_HEURISTICS = ("xla-cpu-like", "fuse-all-legal", "priority-fusion")
 """The fusion heuristics the measuring benchmarks take the best of, per graph."""
+
+
+def best_heuristic(
+    rows: Sequence[Mapping[str, Any]], heuristics: Sequence[str] = FUSING_HEURISTICS
+) -> str | None:
+    """The fastest of ``heuristics`` among one graph's correct, timed ``rows`` (each with
+    ``variant``, ``correct`` and ``relative``), or None where none of them is."""
+    timed = {r["variant"]: r["relative"] for r in rows if r["correct"] and r["relative"]}
+    present = [h for h in heuristics if h in timed]
+    return min(present, key=timed.__getitem__) if present else None
 
 
 def versus_best(
@@ -42,10 +53,26 @@ def versus_best(
     out = {}
     for name, g in per_graph.items():
         by = {r["variant"]: r for r in g.get("rows", []) if r["correct"] and r["relative"]}
-        best = [by[h]["relative"] for h in heuristics if h in by]
-        if best and search in by:
-            out[name] = min(best) / by[search]["relative"]
+        best = best_heuristic(g.get("rows", []), heuristics)
+        if best is not None and search in by:
+            out[name] = by[best]["relative"] / by[search]["relative"]
     return out
+
+
+def paired_log_wilcoxon(
+    a_s: Sequence[float], b_s: Sequence[float], *, alternative: str = "two-sided"
+) -> float | None:
+    """The Wilcoxon signed-rank p-value of ``log(a / b)`` over paired rounds (``"greater"``:
+    ``a`` slower than ``b``); None under 2 pairs or unpaired samples, 1.0 where every pair
+    is equal."""
+    from scipy import stats
+
+    if len(a_s) != len(b_s) or len(a_s) < 2:
+        return None
+    logs = [math.log(a / b) for a, b in zip(a_s, b_s, strict=True)]
+    if all(x == 0 for x in logs):
+        return 1.0
+    return float(stats.wilcoxon(logs, alternative=alternative).pvalue)
 
 
 def available() -> list[str]:

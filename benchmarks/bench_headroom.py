@@ -40,7 +40,7 @@ import sys
 import time
 from typing import Any
 
-from benchmarks import RESULTS_DIR, inputs_digest
+from benchmarks import RESULTS_DIR, inputs_digest, paired_log_wilcoxon
 from benchmarks._pinned import measure_pinned
 
 GRAPHS = (
@@ -255,15 +255,8 @@ re-measure's paired rounds show it faster at this level."""
 def _p_found_faster(remeasure: dict[str, Any]) -> float | None:
     """One-sided Wilcoxon signed-rank p-value that the found decisions run faster than
     the heuristic's in the re-measure's paired rounds (None without per-round samples)."""
-    from scipy import stats
-
     h, f = remeasure.get("heuristic_samples_s"), remeasure.get("found_samples_s")
-    if not h or not f or len(h) != len(f) or len(h) < 2:
-        return None
-    log_gain = [math.log(a / b) for a, b in zip(h, f, strict=True)]
-    if all(x == 0 for x in log_gain):
-        return 1.0
-    return float(stats.wilcoxon(log_gain, alternative="greater").pvalue)
+    return paired_log_wilcoxon(h or [], f or [], alternative="greater")
 
 
 def result(

@@ -34,7 +34,6 @@ graphs.
 from __future__ import annotations
 
 import json
-import math
 import os
 import statistics
 import sys
@@ -42,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks import FUSING_HEURISTICS, RESULTS_DIR
+from benchmarks import RESULTS_DIR, best_heuristic, paired_log_wilcoxon
 from benchmarks._pinned import measure_pinned, reusable
 
 ROUNDS = 10
@@ -79,10 +78,9 @@ def best_heuristics(first: dict[str, dict[str, Any]], subject: str) -> dict[str,
     out = {}
     for name, g in first.items():
         by = {r["variant"]: r for r in g.get("rows", []) if r["correct"] and r["relative"]}
-        timed = [h for h in FUSING_HEURISTICS if h in by]
-        if not timed or subject not in by:
+        best = best_heuristic(g.get("rows", []))
+        if best is None or subject not in by:
             continue
-        best = min(timed, key=lambda h: by[h]["relative"])
         out[name] = {
             "best": best,
             "best_relative": by[best]["relative"],
@@ -166,16 +164,8 @@ def measure_graph(
 def paired_test(best_s: list[float], subject_s: list[float]) -> dict[str, float | None]:
     """The paired rounds of one graph: median of best ÷ subject per round, and the
     two-sided Wilcoxon signed-rank p-value of their logs (None under 2 rounds)."""
-    from scipy import stats
-
     paired = [a / b for a, b in zip(best_s, subject_s, strict=True)]
-    logs = [math.log(x) for x in paired]
-    if len(logs) < 2:
-        p = None
-    elif all(x == 0 for x in logs):
-        p = 1.0
-    else:
-        p = float(stats.wilcoxon(logs, alternative="two-sided").pvalue)
+    p = paired_log_wilcoxon(best_s, subject_s)
     return {"paired_ratio_median": statistics.median(paired), "p": p}
 
 
