@@ -1175,3 +1175,36 @@ def test_while_trip_count_not_applied() -> None:
         body = computation_cost(module, loop.attributes["body"].lstrip("%"))
         cond = computation_cost(module, loop.attributes["condition"].lstrip("%"))
         assert math.isclose(instruction_cost(module, loop).flops, body.flops + cond.flops)
+
+
+@pytest.mark.parametrize(
+    ("operand", "output", "window", "reads"),
+    [
+        # 3x3 at stride 1, no padding: 8x8 outputs x 9 taps over 100 elements.
+        ("f32[1,10,10,1]", "f32[1,8,8,1]", "size=1x3x3x1", 64 * 9 / 100),
+        # 2x2 at stride 2 reads each element of the 10x10 once.
+        ("f32[1,10,10,1]", "f32[1,5,5,1]", "size=1x2x2x1 stride=1x2x2x1", 1.0),
+        # SAME padding: taps over the border read nothing (28 of 30 per row, per dim).
+        ("f32[1,10,10,1]", "f32[1,10,10,1]", "size=1x3x3x1 pad=0_0x1_1x1_1x0_0", 28 * 28 / 100),
+        # Base dilation: the holes between elements read nothing.
+        ("f32[4]", "f32[6]", "size=2 lhs_dilate=2", 6 / 4),
+    ],
+)
+def test_window_reads_counts_taps_that_hit_the_operand(
+    operand: str, output: str, window: str, reads: float
+) -> None:
+    from hlo_go.hlo.cost import window_reads
+
+    module = parse_hlo(
+        hlo(
+            f"""
+        a = {operand} parameter(0)
+        z = f32[] constant(0)
+        ROOT r = {output} reduce-window(a, z), window={{{window}}}, to_apply=add
+    """,
+            ADD,
+        )
+    )
+    comp = module.entry
+    r, a = comp.instructions[-1], comp.instructions[0]
+    assert window_reads(r, a.shape) == pytest.approx(reads)

@@ -714,6 +714,7 @@ def test_validate_rejects_broken_graphs() -> None:
         "shape": dict(flops=graph.flops[:-1]),
         "dtype": dict(opcode=graph.opcode.astype(np.int64)),
         "colocation": dict(colocation_group=np.full(n, n - 1, dtype=np.int32)),
+        "window_reads": dict(window_reads=np.full(n, -1.0)),
     }
     for label, changes in broken.items():
         with pytest.raises(ValueError, match="invalid OpGraph"):

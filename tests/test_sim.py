@@ -286,6 +286,76 @@ def test_a_value_computed_from_an_expensive_member_is_written():
     assert result.timeline.kernel_bytes[kernel] == pytest.approx(3 * KB4, rel=1e-3)
 
 
+POOLED = """
+  p = f32[32,32] parameter(0)
+  a = f32[32,32] exponential(p)
+  z = f32[] constant(0)
+  ROOT r = f32[32,32] reduce-window(a, z), window={size=3x3 pad=1_1x1_1}, to_apply=add
+"""
+POOLED_ADD = (
+    "add {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT s = f32[] add(x, y)\n}"
+)
+
+
+def test_a_producer_fused_into_a_reduce_window_is_computed_at_every_read():
+    # The 3x3 window (SAME padding) reads each of the 1024 elements of a 94 * 94 / 1024
+    # times (31 + 32 + 31 taps per dimension hit the operand); XLA's loop emitter computes
+    # a fused a at each read.
+    g = graph_of(POOLED, POOLED_ADD)
+    reads = 94 * 94 / 1024
+    assert g.operand_reads[g.node_index["r"]] == pytest.approx(reads)
+    assert g.operand_reads[g.node_index["a"]] == 1.0
+    # Apart: a = 1 + max(1 us exp, 2 us) = 3 us; r = 1 + max(8 us of adds, ~2 us) = 9 us.
+    apart = simulate(g, tiny_cluster(), decide(g))
+    assert apart.step_time == pytest.approx(12 * US, rel=1e-3)
+    # Fused: 1 us launch + 8 us of adds + 1 us of exponentials at every read.
+    fused = simulate(g, tiny_cluster(), decide(g, fusion={"a": 1, "r": 1}))
+    assert fused.num_kernels == 1
+    assert fused.step_time == pytest.approx((1 + 8 + reads) * US, rel=1e-3)
+    # Priority fusion's pairwise estimate prices the pair alike: fusing it loses.
+    from hlo_go.baselines.fusion import edge_fusion_benefit
+
+    benefit = edge_fusion_benefit(g, tiny_cluster(), np.zeros(g.num_nodes, np.int64))
+    edge = np.flatnonzero((g.senders == g.node_index["a"]) & (g.receivers == g.node_index["r"]))
+    assert benefit[edge] == pytest.approx((12 - (1 + 8 + reads)) * US, rel=1e-3)
+
+
+def test_a_window_read_rate_prices_reduce_windows_by_their_reads():
+    # At 1.024e8 window reads/s, r's 8192 reads take 80 us; a's exponentials are untouched.
+    g = graph_of(POOLED, POOLED_ADD)
+    slow = Cluster("slow", (TINY.replace(window_reads_per_s=1.024e8),), ())
+    apart = simulate(g, slow, decide(g))
+    assert span(apart, g, "r") == pytest.approx((3, 3 + 1 + 80), rel=1e-3)
+    fused = simulate(g, slow, decide(g, fusion={"a": 1, "r": 1}))
+    assert fused.step_time == pytest.approx((1 + 80 + 94 * 94 / 1024) * US, rel=1e-3)
+    # The rate travels through cluster files; a negative one is refused.
+    assert cluster_from_dict(cluster_to_dict(slow)) == slow
+    assert cluster_to_dict(get_cluster("host-cpu-1"))["devices"][0]["window_reads_per_s"] > 0
+    with pytest.raises(ValueError, match="window_reads_per_s"):
+        TINY.replace(window_reads_per_s=-1.0)
+
+
+def test_reads_compound_along_fused_windows_and_not_across_kernels():
+    # Two 3x3 windows in a row: a fused into both is computed reads^2 times per element.
+    g = graph_of(
+        """
+  p = f32[32,32] parameter(0)
+  a = f32[32,32] exponential(p)
+  z = f32[] constant(0)
+  r = f32[32,32] reduce-window(a, z), window={size=3x3 pad=1_1x1_1}, to_apply=add
+  ROOT t = f32[32,32] reduce-window(r, z), window={size=3x3 pad=1_1x1_1}, to_apply=add
+""",
+        POOLED_ADD,
+    )
+    reads = 94 * 94 / 1024
+    all_fused = simulate(g, tiny_cluster(), decide(g, fusion=1.0))
+    # Launch + t's adds + r's adds at each of t's reads + a at each of those reads of r.
+    assert all_fused.step_time == pytest.approx((1 + 8 + 8 * reads + reads**2) * US, rel=1e-3)
+    # {a, r} and {t} apart: r is written once, so t's reads recompute nothing.
+    split = simulate(g, tiny_cluster(), decide(g, fusion={"a": 1, "r": 1}))
+    assert split.step_time == pytest.approx((1 + 8 + reads + 9) * US, rel=1e-3)
+
+
 def test_oom_flag():
     g = graph_of(CHAIN)
     unfused = simulate(g, tiny_cluster(capacity=3 * KB4), decide(g))

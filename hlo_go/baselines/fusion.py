@@ -187,7 +187,8 @@ def edge_fusion_benefit(graph: OpGraph, cluster: Cluster, placement: np.ndarray)
     """``float64[E]`` seconds saved by fusing each data edge's two ends into one kernel.
 
     Time apart: both nodes' one-node kernel times on their device. Time fused: one launch
-    plus the roofline of the pair with the fused (matrix) compute times and the edge's
+    plus the roofline of the pair with the fused (matrix) compute times (the producer's
+    once per read of its elements: a reduce-window's ``OpGraph.operand_reads``) and the edge's
     bytes neither written (when the consumer is the producer's only user) nor read.
     Edges that cannot fuse (an end not fusible, different devices, a reduction read
     inside the group) get ``-inf``.
@@ -221,7 +222,7 @@ def edge_fusion_benefit(graph: OpGraph, cluster: Cluster, placement: np.ndarray)
     )
     fused_bytes = np.maximum(moved[s] + moved[r] - saved, 0.0)
     fused = launch[r] + np.maximum(
-        fused_compute[s] + fused_compute[r],
+        fused_compute[s] * graph.operand_reads[r] + fused_compute[r],
         fused_bytes / (bandwidth[r] * np.minimum(fmeff[s], fmeff[r])),
     )
     benefit = alone[s] + alone[r] - fused

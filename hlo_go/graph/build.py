@@ -16,6 +16,7 @@ from hlo_go.graph.trip_count import DEFAULT_TRIP_COUNT
 from hlo_go.graph.vocab import opcode_ids
 from hlo_go.hlo import FrozenDict, HloInstruction, HloModule, Shape, verify_module
 from hlo_go.hlo.attributes import dot_dims
+from hlo_go.hlo.cost import window_reads as reduce_window_reads
 
 _FUSION_KIND_CODES = {kind: i + 1 for i, kind in enumerate(FUSION_KINDS)}
 
@@ -159,6 +160,7 @@ def build_graph(
     trip_count = np.ones(n, dtype=np.int64)
     launches = np.zeros(n, dtype=np.int64)
     matrix_kind = np.zeros(n, dtype=np.int8)
+    window_reads = np.ones(n, dtype=np.float64)
     trip_unknown = np.zeros(n, dtype=bool)
     branches = np.zeros(n, dtype=np.int32)
     shape_cache: dict[int, tuple[int, int, int, int, bool, int]] = {}
@@ -183,6 +185,9 @@ def build_graph(
                 fused = computations[called[0]].instructions
                 fused_instructions[i] = len(fused)
                 matrix_kind[i] = max((_matrix_kind(inner) for inner in fused), default=0)
+        elif op == "reduce-window" and flat.operands[i]:
+            operand = flat.instructions[flat.operands[i][0]].shape
+            window_reads[i] = max(1.0, reduce_window_reads(instr, operand))
         elif op == "while":
             trips = costing.trip_count(comp, instr)
             trip_count[i] = trips.count
@@ -251,6 +256,7 @@ def build_graph(
         op_names=tuple(str(i.metadata.get("op_name", "")) for i in flat.instructions),
         launches=_readonly(launches),
         matrix_kind=_readonly(matrix_kind),
+        window_reads=_readonly(window_reads),
         layout_features=_readonly(
             layout_features(
                 module, flat.instructions, flat.computations, facts.flops, senders, receivers

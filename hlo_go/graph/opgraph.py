@@ -76,6 +76,12 @@ class OpGraph(NamedTuple):
         contract over their contiguous dimension); column ``j`` is
         :data:`hlo_go.graph.layout.LAYOUT_FEATURE_NAMES` ``[j]``. Read by the learned
         kernel cost model, not by the policy. ``None`` for a graph built without them.
+      window_reads: ``float64[N]`` how many times each node reads each element of its
+        first operand where that exceeds once: a ``reduce-window``'s (window tap, output
+        position) pairs over the operand's elements (:func:`hlo_go.hlo.cost.window_reads`,
+        about 9 for a 3×3 window at stride 1); 1 for every other node. A producer fused
+        into such a node is computed once per read. ``None`` for a graph built without
+        them (every node reads once).
     """
 
     names: tuple[str, ...]
@@ -101,6 +107,7 @@ class OpGraph(NamedTuple):
     launches: np.ndarray | None = None
     matrix_kind: np.ndarray | None = None
     layout_features: np.ndarray | None = None
+    window_reads: np.ndarray | None = None
 
     @property
     def kernel_launches(self) -> np.ndarray:
@@ -108,6 +115,13 @@ class OpGraph(NamedTuple):
         if self.launches is None:
             return np.ones(self.num_nodes, dtype=np.int64)
         return self.launches
+
+    @property
+    def operand_reads(self) -> np.ndarray:
+        """``float64[N]`` :attr:`window_reads`, or 1 per node for a graph built without them."""
+        if self.window_reads is None:
+            return np.ones(self.num_nodes, dtype=np.float64)
+        return self.window_reads
 
     @property
     def num_nodes(self) -> int:
@@ -244,6 +258,10 @@ def _validate(graph: OpGraph) -> None:
         layout = _check_array(graph, "layout_features", (n, NUM_LAYOUT_FEATURES), "f4")
         if not np.isfinite(layout).all():
             _fail("layout_features are not finite")
+    if graph.window_reads is not None:
+        reads = _check_array(graph, "window_reads", (n,), "f8")
+        if not (np.isfinite(reads) & (reads >= 0)).all():
+            _fail("window_reads has negative or non-finite values")
     features = _check_array(graph, "features", (n, len(FEATURE_NAMES)), "f4")
     if not np.isfinite(features).all():
         bad = np.argwhere(~np.isfinite(features))[0]

@@ -336,6 +336,33 @@ def _reduce_window(c: _Costing, comp: HloComputation, instr: HloInstruction) -> 
     return c.default_bytes(comp, instr) + c.per_call(instr).scaled(calls)
 
 
+def window_reads(instr: HloInstruction, operand: Shape) -> float:
+    """How many times a ``reduce-window`` reads each element of its first operand.
+
+    The (window tap, output position) pairs that hit a real input element (padding and
+    base-dilation holes read nothing), divided by the operand's elements: about
+    ``Π size / Π stride`` away from the edges, 9 for a 3×3 window at stride 1. A
+    producer fused into the reduce-window is computed once per read by XLA's loop
+    emitter.
+
+    Args:
+      instr: a ``reduce-window`` (of one or more operands; the first is counted).
+      operand: the shape of its first operand.
+
+    Returns:
+      The reads per operand element; 1.0 for an empty operand or a missing window.
+    """
+    out = _first_array(instr.shape)
+    window = attrs.window(instr.attributes.get("window"))
+    n = _elements(operand)
+    if n == 0 or len(window) != len(operand.dims) or len(out.dims) != len(window):
+        return 1.0
+    pairs = 1
+    for w, in_size, out_size in zip(window, operand.dims, out.dims, strict=True):
+        pairs *= _valid_pairs(w, in_size, out_size)
+    return pairs / n
+
+
 def _map(c: _Costing, comp: HloComputation, instr: HloInstruction) -> Cost:
     return c.default_bytes(comp, instr) + c.per_call(instr).scaled(_elements(instr.shape))
 

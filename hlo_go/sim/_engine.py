@@ -57,6 +57,7 @@ def build_kernels(
     launch_s: np.ndarray,
     launches: np.ndarray,
     regenerated: np.ndarray,
+    window_reads: np.ndarray,
     max_chain: int,
     bandwidth: np.ndarray,
     link_bw: np.ndarray,
@@ -122,6 +123,23 @@ def build_kernels(
             chain[v] = length
             recomputed[v] = v != root
 
+    # How many times a fused kernel computes each member (XLA's loop emitter computes a
+    # fused value at every read): once, or for a value a reduce-window of the kernel
+    # reads, once per read of each element (window_reads), compounded along chains of
+    # windows; a value read at one index by several members is computed once there.
+    computed = np.ones(n, np.float64)
+    for k in range(nk):
+        if mptr[k + 1] - mptr[k] < 2:
+            continue
+        for i in range(mptr[k + 1] - 1, mptr[k] - 1, -1):
+            v = members[i]
+            times = 1.0
+            for j in range(data_succ_ptr[v], data_succ_ptr[v + 1]):
+                w = data_succ[j]
+                if kid[w] == k and computed[w] * window_reads[w] > times:
+                    times = computed[w] * window_reads[w]
+            computed[v] = times
+
     kdev = np.empty(nk, np.int64)
     kprio = np.empty(nk, np.float64)
     kdur = np.empty(nk, np.float64)
@@ -149,7 +167,7 @@ def build_kernels(
                 comp += compute_s[u, v]
                 eff = memory_eff[u, v]
             else:
-                comp += fused_compute_s[u, v]
+                comp += fused_compute_s[u, v] * computed[v]
                 eff = fused_memory_eff[u, v]
             if eff < meff:
                 meff = eff

@@ -72,6 +72,11 @@ class Device:
         ``convolution``'s).
       memory_efficiency: per op class, the fraction of memory bandwidth they achieve
         (missing: as for ``compute_efficiency``).
+      window_reads_per_s: window reads a ``reduce-window`` makes per second (each window
+        tap of each output element: a load and a reducer call); 0 prices it by its flops
+        as any reduction. XLA:CPU emits reduce-windows as scalar loops, far below the
+        vector units' rate. A producer fused into the window loop is priced once per read
+        on top (:mod:`hlo_go.sim.simulate`).
       kernel_model: a learned per-kernel cost model that prices this device's kernels
         instead of the roofline (:mod:`hlo_go.sim.learned`): a shipped model's name
         (:func:`hlo_go.sim.learned.shipped_models`) or a model file's path; empty: the
@@ -94,6 +99,7 @@ class Device:
     memory_efficiency: Mapping[str, float] = field(default_factory=FrozenDict)
     kernel_model: str = ""
     fuses_large_matrices: bool = True
+    window_reads_per_s: float = 0.0
 
     def __post_init__(self) -> None:
         what = f"device {self.name!r}"
@@ -119,7 +125,7 @@ class Device:
             value = getattr(self, name)
             if not isinstance(value, int | float) or not value > 0:
                 raise ValueError(f"{what}: {name} must be a positive number, got {value!r}")
-        for name in ("launch_overhead", "transcendentals_per_s"):
+        for name in ("launch_overhead", "transcendentals_per_s", "window_reads_per_s"):
             value = getattr(self, name)
             if not isinstance(value, int | float) or not value >= 0:
                 raise ValueError(f"{what}: {name} must be a number >= 0, got {value!r}")

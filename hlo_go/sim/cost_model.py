@@ -9,7 +9,12 @@ A kernel (a fused group, or a node on its own) runs for::
 where ``rate`` is the device's FLOP/s for the member's output element type (its matrix
 units for ``dot``/``convolution``), ``trate`` its transcendental rate, and ``ce`` /
 ``me`` its compute / memory efficiency for the member's op class (:func:`op_classes`;
-a matrix op in a group of two or more nodes uses the ``fused_matrix`` class).
+a matrix op in a group of two or more nodes uses the ``fused_matrix`` class); a
+``reduce-window`` on a device with ``window_reads_per_s`` computes for flops / that rate
+(a reducer call per window read).
+A member of a fused kernel counts once per time the kernel computes it: a value a fused
+``reduce-window`` reads is computed at every read (``OpGraph.operand_reads`` per element,
+:mod:`hlo_go.sim.simulate`).
 ``launches`` is 1, except for a ``while`` or ``conditional``, which runs every kernel of
 its body on every trip (``OpGraph.kernel_launches``).
 ``bytes`` is what the kernel moves to and from memory: the members' bytes read and
@@ -162,6 +167,7 @@ def node_costs(graph: OpGraph, cluster: Cluster) -> NodeCosts:
     classes = op_classes(graph)
     dtypes = dtype_classes(graph)
     matrix = np.isin(classes, MATRIX_CLASSES)
+    windowed = graph.opcode == OPCODE_VOCAB.index("reduce-window")
     specs: dict[object, int] = {}
     spec = np.array([specs.setdefault(d, len(specs)) for d in cluster.devices], dtype=np.int64)
     n = graph.num_nodes
@@ -179,6 +185,9 @@ def node_costs(graph: OpGraph, cluster: Cluster) -> NodeCosts:
         transcendental_s = graph.transcendentals / device.transcendental_rate
         compute[row] = (peak_s + transcendental_s) / ce[classes]
         fused_compute[row] = (peak_s + transcendental_s) / ce[fused_classes]
+        if device.window_reads_per_s:  # reads of the window loop, one flop of adds each
+            reads_s = graph.flops[windowed] / device.window_reads_per_s
+            compute[row, windowed] = fused_compute[row, windowed] = reads_s
         memory_eff[row] = me[classes]
         fused_memory_eff[row] = me[fused_classes]
     devices = cluster.devices

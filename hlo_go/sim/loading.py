@@ -16,7 +16,8 @@ default link for the pairs not listed::
     launch_overhead = 5e-6                           # seconds per kernel
     # optional: transcendentals_per_s, compute_efficiency, memory_efficiency,
     # kernel_model (a learned kernel cost model: a shipped name or a file),
-    # fuses_large_matrices (false: large dots and convolutions never fuse, as on XLA:CPU)
+    # fuses_large_matrices (false: large dots and convolutions never fuse, as on XLA:CPU),
+    # window_reads_per_s (a reduce-window's window reads per second; 0: by its flops)
 
     [default_link]                                   # every pair not in [[links]]
     bandwidth = 15.75e9
@@ -57,6 +58,7 @@ _DEVICE_KEYS = {
     "memory_efficiency",
     "kernel_model",
     "fuses_large_matrices",
+    "window_reads_per_s",
 }
 _LINK_KEYS = {"src", "dst", "bandwidth", "latency", "channel", "both_ways"}
 
@@ -206,6 +208,8 @@ def cluster_to_dict(cluster: Cluster) -> dict[str, Any]:
             entry["kernel_model"] = device.kernel_model
         if not device.fuses_large_matrices:
             entry["fuses_large_matrices"] = False
+        if device.window_reads_per_s:
+            entry["window_reads_per_s"] = device.window_reads_per_s
         devices.append(entry)
     links = [
         {

@@ -10,6 +10,9 @@ The semantics are DESIGN.md's, shared with the XLA lowering:
   each of them, as the lowering does (:func:`hlo_go.xla.fusion.regenerate_shared`):
   such a value is written only for the step's output and unfused readers, and a fused
   reader reads what the value was computed from instead.
+  A fused kernel computes a member at every read of it: a value a ``reduce-window`` of
+  the kernel reads is computed ``OpGraph.operand_reads`` times per element (about 9 for
+  a 3×3 window), compounding along fused windows, as XLA's loop emitter does.
 * **Scheduling.** Each device keeps a ready queue; whenever the device is free it
   starts the ready kernel with the highest schedule priority (a group's priority is
   the largest of its members'); ties go to the kernel whose last member comes first
@@ -76,6 +79,8 @@ class Prepared(NamedTuple):
         least 1): a ``while`` pays the launch overhead for every kernel of every trip.
       regenerated: ``bool[N]`` nodes of opcodes a fusion recomputes rather than reads
         (:data:`hlo_go.decisions.legality.REGENERATED`).
+      window_reads: ``float64[N]`` reads of each operand element (``OpGraph.operand_reads``):
+        in a fused kernel, a member a reduce-window reads is computed once per read.
       kernel_models: per row of ``costs`` (device specification), the learned kernel
         cost model pricing its kernels (:mod:`hlo_go.sim.learned`), or None for the
         roofline; ``()`` when no device has one.
@@ -95,6 +100,7 @@ class Prepared(NamedTuple):
     links: LinkArrays
     launches: np.ndarray
     regenerated: np.ndarray
+    window_reads: np.ndarray
     kernel_models: tuple
     fuses_large_matrices: np.ndarray
 
@@ -132,6 +138,7 @@ def prepare(graph: OpGraph, cluster: Cluster) -> Prepared:
         cluster.link_arrays,
         np.maximum(graph.kernel_launches, 1).astype(np.float64),
         REGENERATED[graph.opcode],
+        graph.operand_reads.astype(np.float64),
         _kernel_models(cluster, costs.spec),
         np.array([d.fuses_large_matrices for d in cluster.devices], dtype=bool),
     )
@@ -316,6 +323,7 @@ def _run(
         costs.launch_s,
         prepared.launches,
         prepared.regenerated,
+        prepared.window_reads,
         MAX_REGENERATED_CHAIN,
         costs.bandwidth,
         links.bandwidth,
