@@ -194,9 +194,10 @@ HOST_CORE = Device(
 # above 1 mean faster than the base figures (YNNPACK dots reach about 95 GFLOP/s on one
 # core; mid-sized elementwise kernels run from cache). The fit's errors are in
 # benchmarks/results/sim_calibration.json. window_reads_per_s (2026-11-29): XLA:CPU runs a
-# reduce-window as scalar loops at a median 0.28 ns per window read (54 reduce-window
-# kernels of inception_v3_small alone, 0.26-0.31 ns interquartile; resnet_26's 12 in the
-# kernel dataset run 0.47-1.35 ns), where the roofline priced 0.013 ns and 3x too little.
+# reduce-window as scalar loops at a median 0.28 ns per window read (inception_v3_small's 27
+# reduce-windows run unfused in two variants, 54 kernels, 0.26-0.31 ns interquartile;
+# resnet_26's 12 in the kernel dataset run 0.47-1.35 ns), where the roofline priced
+# 0.013 ns and 3x too little.
 HOST_CORE_CALIBRATED = HOST_CORE.replace(
     name="host CPU core (AMD EPYC Zen 3, AVX2), calibrated",
     launch_overhead=2.72 * US,
