@@ -91,6 +91,24 @@ def best_heuristics(first: dict[str, dict[str, Any]], subject: str) -> dict[str,
     return out
 
 
+def kept_results(
+    per_graph: dict[str, dict[str, Any]],
+    first: dict[str, dict[str, Any]],
+    subject: str,
+    *,
+    rounds: int,
+) -> dict[str, dict[str, Any]]:
+    """The cached graphs a resumed run keeps: those that still compare the same two
+    decisions as the first measurement (:func:`best_heuristics`): its best heuristic,
+    and the subject deciding as many fusions as it first did; measured at this version
+    and number of rounds. A graph whose subject now decides otherwise is measured again."""
+    return {
+        g: v for g, v in reusable(per_graph, version=RESULTS_VERSION).items()
+        if g in first and v.get("best") == first[g]["best"] and v.get("rounds") == rounds
+        and v.get("fusions", {}).get(subject) == first[g]["subject_fusions"]
+    }  # fmt: skip
+
+
 def _subject_variant(subject: str, graph: Any, budget: int) -> Any:
     """The subject's :class:`hlo_go.xla.Variant` for ``graph``, decided as its first
     benchmark decides it."""
@@ -230,10 +248,7 @@ def confirm(subject: str, *, quick: bool) -> dict[str, Any]:
     budget = 200 if quick else SEARCH_BUDGET
     cache = partial_path(subject, quick=quick)
     per_graph = json.loads(cache.read_text()) if cache.exists() else {}
-    per_graph = {
-        g: v for g, v in reusable(per_graph, version=RESULTS_VERSION).items()
-        if g in first and v.get("best") == first[g]["best"] and v.get("rounds") == rounds
-    }  # fmt: skip
+    per_graph = kept_results(per_graph, first, subject, rounds=rounds)
     for name in [g for g in graphs if g not in per_graph]:
         measure_pinned(
             [name], measure_graph, per_graph=per_graph, cache=cache, version=RESULTS_VERSION,

@@ -8,7 +8,14 @@ from typing import Any
 
 import pytest
 
-from benchmarks.bench_lowering_confirm import best_heuristics, paired_test, partial_path, result
+from benchmarks.bench_lowering_confirm import (
+    RESULTS_VERSION,
+    best_heuristics,
+    kept_results,
+    paired_test,
+    partial_path,
+    result,
+)
 from tests.bench_rows import rows
 
 
@@ -90,3 +97,18 @@ def test_each_subject_keeps_its_own_partial_file() -> None:
     paths |= {partial_path(s, quick=True) for s in ("searched", "policy")}
     assert len(paths) == 4
     assert partial_path("searched").name == "lowering_confirm.partial.json"
+
+
+def test_a_cached_graph_is_measured_again_when_the_subject_decides_otherwise() -> None:
+    first = {
+        g: {"best": "fuse-all-legal", "subject_fusions": 40} for g in ("same", "moved", "other")
+    }
+    first["other"]["best"] = "xla-cpu-like"
+    cached = {
+        g: {"version": RESULTS_VERSION, "best": "fuse-all-legal", "rounds": 10,
+            "fusions": {"fuse-all-legal": 38, "searched": 40}}
+        for g in ("same", "moved", "other", "gone")
+    }  # fmt: skip
+    cached["moved"]["fusions"] = {"fuse-all-legal": 38, "searched": 41}
+    assert set(kept_results(cached, first, "searched", rounds=10)) == {"same"}
+    assert kept_results(cached, first, "searched", rounds=3) == {}
