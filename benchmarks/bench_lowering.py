@@ -10,8 +10,7 @@ sharing the host do not stretch the figures:
 * ``no-fusion``, ``xla-cpu-like``, ``fuse-all-legal``, ``priority-fusion``: the fusion
   baselines of :mod:`hlo_go.baselines` on ``host-cpu-1``, lowered with XLA's own order;
 * ``searched``: simulated annealing over the simulator on ``host-cpu-1``
-  (:data:`SEARCH_BUDGET` evaluations, from the best of the three fusing heuristics,
-  :func:`hlo_go.methods.searched_starts`), then lowered: its fusion, and XLA's order with
+  (:data:`SEARCH_BUDGET` evaluations), then lowered: its fusion, and XLA's order with
   memory-freeing instructions run first (on one device the order changes no simulated
   time, :func:`hlo_go.methods.searched_tasks`; :func:`hlo_go.xla.schedule.memory_schedule`).
 

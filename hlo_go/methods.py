@@ -7,7 +7,7 @@ A method name says who decides for a graph:
   ``"metis"``, a ``+`` combination of them (``"critical-path+xla-cpu-like"``), or a search
   (``"simulated-annealing"``, ...);
 * :data:`SEARCHED`: simulated annealing over the simulator, deciding what
-  :func:`searched_tasks` says for the cluster, from :func:`searched_starts`;
+  :func:`searched_tasks` says for the cluster;
 * :data:`MEASURED`: a search that lowers and times every candidate on this host
   (:func:`hlo_go.baselines.measured_search`), from the fastest measured heuristic; it
   needs the program itself (``program=``), and its ``budget`` is measured candidates;
@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from hlo_go import baselines
-from hlo_go.baselines.search import DEFAULT_STARTS, search_tasks_for
+from hlo_go.baselines.search import search_tasks_for
 from hlo_go.decisions import Decisions
 from hlo_go.errors import HloGoError
 from hlo_go.graph import OpGraph
@@ -146,29 +146,6 @@ def check_name(task: str, name: str) -> str:
     return name
 
 
-# The fusion heuristics :data:`SEARCHED` starts from on one device: every fusing heuristic
-# the lowering is compared against, so its simulated step is never worse than theirs.
-SEARCHED_FUSION_STARTS: tuple[str, ...] = ("xla-cpu-like", "fuse-all-legal", "priority-fusion")
-
-
-def searched_starts(cluster: Cluster) -> tuple[str, ...]:
-    """The decisions :data:`SEARCHED`'s simulated annealing starts from on ``cluster``.
-
-    The search begins at the best of its starts (each one evaluation of its budget), so
-    its result is never simulated slower than any of them. On one device it searches
-    fusion only (:func:`searched_tasks`), and starts from each of
-    :data:`SEARCHED_FUSION_STARTS` on the device, scheduled by the critical path.
-
-    Returns:
-      Baseline names for :func:`hlo_go.baselines.run_search`'s ``start``: on one device
-      ``single-device+critical-path+<heuristic>`` for each fusion heuristic, else the
-      search's defaults (:data:`hlo_go.baselines.search.DEFAULT_STARTS`).
-    """
-    if searched_tasks(cluster) == ("fusion",):
-        return tuple(f"single-device+critical-path+{h}" for h in SEARCHED_FUSION_STARTS)
-    return DEFAULT_STARTS
-
-
 def decide(
     graph: OpGraph,
     method: str,
@@ -220,7 +197,6 @@ def decide(
             budget=budget,
             time_limit=time_limit,
             seed=seed,
-            start=searched_starts(target),
             tasks=searched_tasks(target),
         )
         return result.best.for_graph(graph)
