@@ -1,0 +1,144 @@
+"""Carryover between interleaved variants: does a run slow the variant timed after it?
+
+:func:`hlo_go.xla.timing.time_interleaved` rotates the order of the variants each round
+(A B C, B C A, C A B, ...): every variant takes every position, but each is always timed
+right after the same neighbour (round boundaries aside). The ``lowering`` benchmark times
+``XLA default, no-fusion, xla-cpu-like, fuse-all-legal, priority-fusion, searched`` so,
+and ``xla-cpu-like`` always runs right after ``no-fusion``, its slowest variant with the
+largest temporaries. This benchmark measures what that costs, with four executables of
+one graph timed the same way (:data:`ROUNDS` rounds, CPU time, one pinned core):
+
+* ``A1``, ``A2``: the graph lowered with one fusion heuristic (:data:`HEURISTIC`), twice;
+* ``no-fusion``: the graph lowered without fusion;
+* ``A3``: the same heuristic's lowering a third time, timed right after ``no-fusion``.
+
+Per graph: ``after_no_fusion`` (A3's median ÷ the median of A1's and A2's medians; 1: no
+carryover), ``identical_spread`` (A1 ÷ A2: what identical executables differ by with no
+slow neighbour), and a two-sided Wilcoxon signed-rank test of A3 against A1 over the
+paired rounds. Headlines: the median ``after_no_fusion`` over graphs, and the graphs
+where A3 is slower beyond noise (p < 0.05). ``--quick``: one graph, 6 rounds. Results per
+graph are kept in ``results/carryover.partial.json`` so an interrupted run resumes.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from typing import Any
+
+from benchmarks import RESULTS_DIR, paired_log_wilcoxon
+from benchmarks._pinned import measure_pinned, reusable
+
+GRAPHS = ("rnnlm_l2_scan", "bert_l2", "gpt2_l2", "resnet_26", "wavenet_s2")
+QUICK_GRAPHS = ("rnnlm_l2_scan",)
+HEURISTIC = "fuse-all-legal"
+ROUNDS = 20
+QUICK_ROUNDS = 6
+SIGNIFICANCE = 0.05
+# Timed in this order, rotated each round as time_interleaved rotates.
+ORDER = ("A1", "A2", "no-fusion", "A3")
+# Bump when a change makes cached per-graph results incomparable.
+RESULTS_VERSION = 1
+
+
+def _log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def measure_graph(name: str, *, rounds: int) -> dict[str, Any]:
+    """Lowers and times the four executables of one corpus graph (run it pinned)."""
+    from hlo_corpus import get_workload
+    from hlo_go import methods
+    from hlo_go.xla import program
+    from hlo_go.xla.timing import time_interleaved
+
+    began = time.perf_counter()
+    step, abstract = get_workload(name).make()
+    prog = program(step, abstract)
+    spec = {HEURISTIC: (HEURISTIC, None), "no-fusion": ("no-fusion", None)}
+    variants = methods.variants(prog.graph, spec)
+    source = {"A1": HEURISTIC, "A2": HEURISTIC, "no-fusion": "no-fusion", "A3": HEURISTIC}
+    executables = {
+        label: prog.lower(fusion=variants[m].fusion, schedule=variants[m].schedule)
+        for label, m in source.items()
+    }
+    timings = time_interleaved(
+        {label: (lambda f=executables[label]: f(*prog.args)) for label in ORDER},
+        repeats=rounds,
+        warmup=1,
+        clock="cpu",
+    )
+    return {
+        "graph": name,
+        "version": RESULTS_VERSION,
+        "heuristic": HEURISTIC,
+        "rounds": rounds,
+        "samples_s": {label: list(t.samples) for label, t in timings.items()},
+        "seconds": time.perf_counter() - began,
+    }
+
+
+def graph_row(record: dict[str, Any]) -> dict[str, Any]:
+    """One graph's figures from its record (:func:`measure_graph`)."""
+    samples = record["samples_s"]
+    median = {label: statistics.median(s) for label, s in samples.items()}
+    identical = statistics.median([median["A1"], median["A2"]])
+    return {
+        "graph": record["graph"],
+        "after_no_fusion": median["A3"] / identical,
+        "identical_spread": median["A1"] / median["A2"],
+        "no_fusion": median["no-fusion"] / identical,
+        "p (A3 vs A1)": paired_log_wilcoxon(samples["A3"], samples["A1"]),
+        "rounds": record["rounds"],
+    }
+
+
+def result(per_graph: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Rows and headlines over the measured graphs (failed ones listed, not counted)."""
+    rows = [graph_row(r) for r in per_graph.values() if "error" not in r]
+    slower = [
+        r["graph"]
+        for r in rows
+        if r["after_no_fusion"] > 1 and (r["p (A3 vs A1)"] or 1.0) < SIGNIFICANCE
+    ]
+    return {
+        "rows": rows,
+        "graphs": len(rows),
+        "after_no_fusion_median": (
+            statistics.median(r["after_no_fusion"] for r in rows) if rows else None
+        ),
+        "identical_spread_max": (
+            max(max(r["identical_spread"], 1 / r["identical_spread"]) for r in rows)
+            if rows
+            else None
+        ),
+        "slower_after_no_fusion": ", ".join(slower) or "none",
+        "graphs_failed": ", ".join(g for g, r in per_graph.items() if "error" in r) or "none",
+    }
+
+
+def run(*, quick: bool = False) -> dict[str, Any]:
+    """Runs the benchmark (see the module docstring); resumes from the partial file."""
+    graphs = QUICK_GRAPHS if quick else GRAPHS
+    rounds = QUICK_ROUNDS if quick else ROUNDS
+    cache = RESULTS_DIR / f"carryover.partial{'.quick' if quick else ''}.json"
+    per_graph = json.loads(cache.read_text()) if cache.exists() else {}
+    per_graph = {
+        g: v for g, v in reusable(per_graph, version=RESULTS_VERSION).items()
+        if v.get("rounds") == rounds and v.get("heuristic") == HEURISTIC
+    }  # fmt: skip
+    todo = [g for g in graphs if g not in per_graph]
+    measure_pinned(todo, measure_graph, per_graph=per_graph, cache=cache,
+                   version=RESULTS_VERSION, log=_log, rounds=rounds)  # fmt: skip
+    return {
+        "title": "carryover: an executable timed right after no-fusion, against two "
+        "identical copies timed after each other (time_interleaved's rotation)",
+        **result({g: per_graph[g] for g in graphs if g in per_graph}),
+        "heuristic": HEURISTIC,
+        "order": " ".join(ORDER) + " (rotated each round)",
+        "significance": SIGNIFICANCE,
+        "clock": "cpu (one pinned core per graph, two graphs at a time)",
+        "test": "two-sided Wilcoxon signed-rank test of log(A3 / A1) over the paired rounds",
+    }
