@@ -1,22 +1,25 @@
 """Carryover between interleaved variants: does a run slow the variant timed after it?
 
-:func:`hlo_go.xla.timing.time_interleaved` rotates the order of the variants each round
-(A B C, B C A, C A B, ...): every variant takes every position, but each is always timed
-right after the same neighbour (round boundaries aside). The ``lowering`` benchmark times
+:func:`hlo_go.xla.timing.time_interleaved`'s default order rotates the variants each
+round (A B C, B C A, C A B, ...): every variant takes every position, but each is always
+timed right after the same neighbour (round boundaries aside). The ``lowering`` benchmark times
 ``XLA default, no-fusion, xla-cpu-like, fuse-all-legal, priority-fusion, searched`` so,
 and ``xla-cpu-like`` always runs right after ``no-fusion``, its slowest variant with the
 largest temporaries. This benchmark measures what that costs, with four executables of
-one graph timed the same way (:data:`ROUNDS` rounds, CPU time, one pinned core):
+one graph timed in each of :data:`ORDERS` (``"rotated"``, then ``"balanced"``: each
+variant after every other equally often, :func:`hlo_go.xla.timing.round_order`;
+:data:`ROUNDS` rounds each, CPU time, one pinned core):
 
 * ``A1``, ``A2``: the graph lowered with one fusion heuristic (:data:`HEURISTIC`), twice;
 * ``no-fusion``: the graph lowered without fusion;
 * ``A3``: the same heuristic's lowering a third time, timed right after ``no-fusion``.
 
-Per graph: ``after_no_fusion`` (A3's median ÷ the median of A1's and A2's medians; 1: no
-carryover), ``identical_spread`` (A1 ÷ A2: what identical executables differ by with no
-slow neighbour), and a two-sided Wilcoxon signed-rank test of A3 against A1 over the
-paired rounds. Headlines: the median ``after_no_fusion`` over graphs, and the graphs
-where A3 is slower beyond noise (p < 0.05). ``--quick``: one graph, 6 rounds. Results per
+Per graph and order: ``after_no_fusion`` (A3's median ÷ the median of A1's and A2's
+medians; 1: no carryover), ``identical_spread`` (A1 ÷ A2), and a two-sided Wilcoxon
+signed-rank test of A3 against A1 over the paired rounds. Headlines per order: the median
+``after_no_fusion`` over graphs, and the graphs where A3 is slower beyond noise
+(p < 0.05). In the rotated order A3 always follows ``no-fusion``; in the balanced one the
+three copies follow it equally often, so their figures should agree. ``--quick``: one graph, 6 rounds. Results per
 graph are kept in ``results/carryover.partial.json`` so an interrupted run resumes.
 """
 
@@ -37,10 +40,12 @@ HEURISTIC = "fuse-all-legal"
 ROUNDS = 20
 QUICK_ROUNDS = 6
 SIGNIFICANCE = 0.05
-# Timed in this order, rotated each round as time_interleaved rotates.
+# The variants, in the order time_interleaved starts from.
 ORDER = ("A1", "A2", "no-fusion", "A3")
-# Bump when a change makes cached per-graph results incomparable.
-RESULTS_VERSION = 1
+# The round orders compared (hlo_go.xla.timing.round_order).
+ORDERS = ("rotated", "balanced")
+# Bump when a change makes cached per-graph results incomparable. 2: both orders.
+RESULTS_VERSION = 2
 
 
 def _log(message: str) -> None:
@@ -64,29 +69,29 @@ def measure_graph(name: str, *, rounds: int) -> dict[str, Any]:
         label: prog.lower(fusion=variants[m].fusion, schedule=variants[m].schedule)
         for label, m in source.items()
     }
-    timings = time_interleaved(
-        {label: (lambda f=executables[label]: f(*prog.args)) for label in ORDER},
-        repeats=rounds,
-        warmup=1,
-        clock="cpu",
-    )
+    calls = {label: (lambda f=executables[label]: f(*prog.args)) for label in ORDER}
+    samples = {}
+    for order in ORDERS:
+        timings = time_interleaved(calls, repeats=rounds, warmup=1, clock="cpu", order=order)
+        samples[order] = {label: list(t.samples) for label, t in timings.items()}
     return {
         "graph": name,
         "version": RESULTS_VERSION,
         "heuristic": HEURISTIC,
         "rounds": rounds,
-        "samples_s": {label: list(t.samples) for label, t in timings.items()},
+        "samples_s": samples,
         "seconds": time.perf_counter() - began,
     }
 
 
-def graph_row(record: dict[str, Any]) -> dict[str, Any]:
-    """One graph's figures from its record (:func:`measure_graph`)."""
-    samples = record["samples_s"]
+def graph_row(record: dict[str, Any], order: str) -> dict[str, Any]:
+    """One graph's figures in one round order, from its record (:func:`measure_graph`)."""
+    samples = record["samples_s"][order]
     median = {label: statistics.median(s) for label, s in samples.items()}
     identical = statistics.median([median["A1"], median["A2"]])
     return {
         "graph": record["graph"],
+        "order": order,
         "after_no_fusion": median["A3"] / identical,
         "identical_spread": median["A1"] / median["A2"],
         "no_fusion": median["no-fusion"] / identical,
@@ -96,27 +101,25 @@ def graph_row(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def result(per_graph: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Rows and headlines over the measured graphs (failed ones listed, not counted)."""
-    rows = [graph_row(r) for r in per_graph.values() if "error" not in r]
-    slower = [
-        r["graph"]
-        for r in rows
-        if r["after_no_fusion"] > 1 and (r["p (A3 vs A1)"] or 1.0) < SIGNIFICANCE
-    ]
-    return {
-        "rows": rows,
-        "graphs": len(rows),
-        "after_no_fusion_median": (
+    """Rows and headlines per round order over the measured graphs (failed ones listed,
+    not counted)."""
+    out: dict[str, Any] = {"rows": []}
+    measured = [r for r in per_graph.values() if "error" not in r]
+    for order in ORDERS:
+        rows = [graph_row(r, order) for r in measured]
+        out["rows"] += rows
+        slower = [
+            r["graph"]
+            for r in rows
+            if r["after_no_fusion"] > 1 and (r["p (A3 vs A1)"] or 1.0) < SIGNIFICANCE
+        ]
+        out[f"after_no_fusion_median_{order}"] = (
             statistics.median(r["after_no_fusion"] for r in rows) if rows else None
-        ),
-        "identical_spread_max": (
-            max(max(r["identical_spread"], 1 / r["identical_spread"]) for r in rows)
-            if rows
-            else None
-        ),
-        "slower_after_no_fusion": ", ".join(slower) or "none",
-        "graphs_failed": ", ".join(g for g, r in per_graph.items() if "error" in r) or "none",
-    }
+        )
+        out[f"slower_after_no_fusion_{order}"] = ", ".join(slower) or "none"
+    out["graphs"] = len(measured)
+    out["graphs_failed"] = ", ".join(g for g, r in per_graph.items() if "error" in r) or "none"
+    return out
 
 
 def run(*, quick: bool = False) -> dict[str, Any]:
@@ -133,11 +136,11 @@ def run(*, quick: bool = False) -> dict[str, Any]:
     measure_pinned(todo, measure_graph, per_graph=per_graph, cache=cache,
                    version=RESULTS_VERSION, log=_log, rounds=rounds)  # fmt: skip
     return {
-        "title": "carryover: an executable timed right after no-fusion, against two "
-        "identical copies timed after each other (time_interleaved's rotation)",
+        "title": "carryover: an executable timed right after no-fusion, against identical "
+        "copies, in time_interleaved's rotated and balanced round orders",
         **result({g: per_graph[g] for g in graphs if g in per_graph}),
         "heuristic": HEURISTIC,
-        "order": " ".join(ORDER) + " (rotated each round)",
+        "variants": " ".join(ORDER),
         "significance": SIGNIFICANCE,
         "clock": "cpu (one pinned core per graph, two graphs at a time)",
         "test": "two-sided Wilcoxon signed-rank test of log(A3 / A1) over the paired rounds",

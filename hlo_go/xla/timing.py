@@ -403,6 +403,50 @@ def time_call(fn: Callable[[], Any], *, clock: Clock = "wall") -> float:
     return elapsed
 
 
+ORDERS = ("rotated", "balanced")
+"""The round orders :func:`time_interleaved` knows (see :func:`round_order`)."""
+
+
+def round_order(count: int, round_index: int, order: str = "rotated") -> list[int]:
+    """The order in which :func:`time_interleaved` times ``count`` configurations in a round.
+
+    ``"rotated"``: ``0 1 2``, ``1 2 0``, ``2 0 1``, ...: every configuration takes every
+    position, but always right after the same one. ``"balanced"``: the rows of a Williams
+    design (``0 1 n-1 2 n-2 ...``, shifted by one each round; for an odd count, followed by
+    the same rows reversed): over ``count`` rounds (``2 count`` for an odd count) every
+    configuration takes every position and follows every other one equally often, so
+    what a run leaves behind for the next one (a slow neighbour's freed temporaries, say)
+    is shared by all alike.
+
+    Args:
+      count: how many configurations.
+      round_index: the round, from 0.
+      order: ``"rotated"`` or ``"balanced"``.
+
+    Returns:
+      The configurations' indices in the order they run.
+
+    Raises:
+      ValueError: an unknown order.
+    """
+    if order not in ORDERS:
+        raise ValueError(f"unknown order {order!r}; known: {', '.join(ORDERS)}")
+    if order == "rotated":
+        shift = round_index % count
+        return [*range(shift, count), *range(shift)]
+    first = [0]
+    low, high = 1, count - 1
+    while low <= high:
+        first.append(low)
+        if low != high:
+            first.append(high)
+        low, high = low + 1, high - 1
+    rows = count if count % 2 == 0 else 2 * count
+    r = round_index % rows
+    row = [(i + r) % count for i in first]
+    return row[::-1] if r >= count else row
+
+
 def time_interleaved(
     fns: Mapping[str, Callable[[], Any]],
     *,
@@ -410,12 +454,15 @@ def time_interleaved(
     warmup: int = 1,
     progress: Callable[[str], None] | None = None,
     clock: Clock = "wall",
+    order: str = "rotated",
 ) -> dict[str, Timing]:
-    """Times several configurations interleaved, each round in a rotated order: A B C,
-    B C A, C A B, ...
+    """Times several configurations interleaved, each round in a new order
+    (:func:`round_order`).
 
-    Rotating keeps a configuration from always following the same one: in a fixed
-    order, two identical executables measure apart, the later one slower.
+    Rotating keeps a configuration from always taking the same position: in a fixed
+    order, two identical executables measure apart, the later one slower. A rotated
+    order still times each configuration right after the same one; ``"balanced"`` varies
+    that too.
 
     Args:
       fns: configuration name -> zero-argument callable doing the work once.
@@ -423,6 +470,7 @@ def time_interleaved(
       warmup: untimed rounds run first (each configuration once per round).
       progress: called with a short line after each round, if given.
       clock: ``"wall"`` or ``"cpu"`` (see the module docstring).
+      order: ``"rotated"`` or ``"balanced"`` (:func:`round_order`).
 
     Returns:
       Configuration name -> its :class:`Timing`, in the order of ``fns``.
@@ -431,13 +479,14 @@ def time_interleaved(
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     samples: dict[str, list[float]] = {name: [] for name in fns}
     names = list(fns)
+    round_order(len(names), 0, order)  # an unknown order fails before any work
     with young_collections():
         for _ in range(warmup):
             for fn in fns.values():
                 time_call(fn, clock=clock)
         for round_index in range(repeats):
-            shift = round_index % len(names)
-            for name in names[shift:] + names[:shift]:
+            for index in round_order(len(names), round_index, order):
+                name = names[index]
                 samples[name].append(time_call(fns[name], clock=clock))
             if progress is not None:
                 done = ", ".join(f"{name} {s[-1]:.3f}s" for name, s in samples.items())
