@@ -27,7 +27,7 @@ DIED = (
 
 
 def reusable(
-    per_graph: dict[str, dict[str, Any]], *, version: int, **identity: str
+    per_graph: dict[str, dict[str, Any]], *, version: int, **identity: object
 ) -> dict[str, dict[str, Any]]:
     """The cached graphs a resumed run keeps: measured at results ``version`` and with the
     same ``identity`` fields (e.g. ``policy_sha256``, the digest of the file they were

@@ -128,10 +128,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
     rounds = QUICK_ROUNDS if quick else ROUNDS
     cache = RESULTS_DIR / f"carryover.partial{'.quick' if quick else ''}.json"
     per_graph = json.loads(cache.read_text()) if cache.exists() else {}
-    per_graph = {
-        g: v for g, v in reusable(per_graph, version=RESULTS_VERSION).items()
-        if v.get("rounds") == rounds and v.get("heuristic") == HEURISTIC
-    }  # fmt: skip
+    per_graph = reusable(per_graph, version=RESULTS_VERSION, rounds=rounds, heuristic=HEURISTIC)
     todo = [g for g in graphs if g not in per_graph]
     measure_pinned(todo, measure_graph, per_graph=per_graph, cache=cache,
                    version=RESULTS_VERSION, log=_log, rounds=rounds)  # fmt: skip

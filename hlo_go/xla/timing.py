@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from hlo_go.errors import HloGoError
 
@@ -403,11 +403,12 @@ def time_call(fn: Callable[[], Any], *, clock: Clock = "wall") -> float:
     return elapsed
 
 
-ORDERS = ("rotated", "balanced")
+Order = Literal["rotated", "balanced"]
+ORDERS: tuple[str, ...] = get_args(Order)
 """The round orders :func:`time_interleaved` knows (see :func:`round_order`)."""
 
 
-def round_order(count: int, round_index: int, order: str = "rotated") -> list[int]:
+def round_order(count: int, round_index: int, order: Order = "rotated") -> list[int]:
     """The order in which :func:`time_interleaved` times ``count`` configurations in a round.
 
     ``"rotated"``: ``0 1 2``, ``1 2 0``, ``2 0 1``, ...: every configuration takes every
@@ -454,7 +455,7 @@ def time_interleaved(
     warmup: int = 1,
     progress: Callable[[str], None] | None = None,
     clock: Clock = "wall",
-    order: str = "rotated",
+    order: Order = "rotated",
 ) -> dict[str, Timing]:
     """Times several configurations interleaved, each round in a new order
     (:func:`round_order`).
